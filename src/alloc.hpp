@@ -1,0 +1,33 @@
+// Every allocation the library makes goes through these functions, so that
+// tests can make the n-th one fail (allocation-failure injection).
+#ifndef DLBRIDGE_SRC_ALLOC_HPP_
+#define DLBRIDGE_SRC_ALLOC_HPP_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dlb {
+
+// malloc-like; nullptr on failure (real or injected). Never throws.
+void* mem_alloc(std::size_t size) noexcept;
+// Aligned allocation (alignment a power of two >= sizeof(void*)); the size
+// is rounded up to a multiple of the alignment. nullptr on failure.
+void* mem_alloc_aligned(std::size_t alignment, std::size_t size) noexcept;
+// Frees what either of the above returned. NULL-safe.
+void mem_free(void* p) noexcept;
+
+namespace testing {
+// Arms the injector: the n-th allocation (1-based) from now on fails, and
+// so does every later one until disarmed. n <= 0 disarms. Not thread-safe
+// with respect to concurrent calls of itself; the check in mem_alloc is.
+void fail_allocation_after(std::int64_t n) noexcept;
+// Allocations attempted since the last fail_allocation_after() call.
+std::int64_t allocations_attempted() noexcept;
+// Drops the per-thread cache of export blocks, so that the next export
+// allocates (tests that count allocations call this first).
+void drop_thread_caches() noexcept;
+}  // namespace testing
+
+}  // namespace dlb
+
+#endif

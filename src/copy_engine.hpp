@@ -1,0 +1,27 @@
+// The strided copy engine: any strided view of byte-addressable elements
+// into a compact row-major destination.
+#ifndef DLBRIDGE_SRC_COPY_ENGINE_HPP_
+#define DLBRIDGE_SRC_COPY_ENGINE_HPP_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dlb {
+
+// Copies the view described by (src, ndim, shape, strides, elem_size) into
+// dst as a compact row-major array.
+//  - src is the address of element [0, 0, ...] (data + byte_offset).
+//  - strides are in elements and non-null when ndim > 0; they may be
+//    negative or zero (broadcast) and arbitrary on size-1 dimensions.
+//  - shape extents are >= 0; when any is 0 nothing is copied.
+//  - elem_size is the element size in bytes (>= 1).
+//  - dst holds product(shape) * elem_size bytes and does not overlap src.
+// The caller has validated the view (no overflow of the byte extent).
+// Never throws, never allocates more than a fixed stack scratch.
+void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
+                                const std::int64_t* shape, const std::int64_t* strides,
+                                std::size_t elem_size, unsigned char* dst) noexcept;
+
+}  // namespace dlb
+
+#endif
