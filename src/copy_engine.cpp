@@ -1,0 +1,323 @@
+// The strided copy engine.
+//
+// Plan of a copy:
+//  1. Normalise the view: an empty view copies nothing; size-1 dimensions
+//     are dropped (their strides mean nothing); adjacent dimensions that
+//     walk memory as one (stride[i] == stride[i+1] * shape[i+1]) are merged.
+//     Strides become byte strides from here on.
+//  2. Choose a kernel for what is left:
+//     - a single compact run (one dimension, stride == element size): one
+//       memcpy;
+//     - innermost stride == element size: one memcpy per row;
+//     - some outer dimension walks memory more tightly than the innermost
+//       one (a transpose, or any permutation that moves the compact axis
+//       away from the end): that dimension and the innermost one are copied
+//       as a 2-D block in tiles of one cache line by one cache line, so
+//       that every line read and every line written is used whole while it
+//       is in L1, whatever the power-of-two row pitch;
+//     - otherwise a gather along the innermost dimension (reversed, gapped,
+//       broadcast), specialised for widths 1, 2, 4, 8 and 16.
+//  3. The dimensions not handled by the kernel are walked by an odometer
+//     that keeps a running source offset; the destination only advances.
+//
+// Elements are moved through fixed-size memcpy calls, which compilers turn
+// into plain loads and stores without any alignment assumption.
+
+#include "copy_engine.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace dlb {
+namespace {
+
+using byte = unsigned char;
+
+// Most dimensions a normalised view can keep inside the fixed scratch.
+// After dropping size-1 dimensions and merging, anything larger than this
+// is handled by the index-by-index fallback, which needs no scratch.
+constexpr int kMaxDims = 64;
+
+// Bytes of a cache line: the side of a transpose micro tile, in bytes.
+constexpr std::ptrdiff_t kLineBytes = 64;
+// Side, in micro tiles, of the outer block walked before moving on, so that
+// the pages touched by one block stay in the TLB.
+constexpr std::int64_t kBlockTiles = 8;
+
+template <std::size_t E>
+struct Elem {
+  byte b[E];
+};
+
+template <std::size_t E>
+inline void move_elem(byte* dst, const byte* src) noexcept {
+  std::memcpy(dst, src, E);
+}
+
+// One row: n elements from src (byte stride s) into compact dst.
+template <std::size_t E>
+void gather_row(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n) noexcept {
+  if (s == static_cast<std::ptrdiff_t>(E)) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * E);
+    return;
+  }
+  if (s == 0) {
+    if constexpr (E == 1) {
+      std::memset(dst, *src, static_cast<std::size_t>(n));
+    } else {
+      Elem<E> v;
+      std::memcpy(&v, src, E);
+      for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + i * E, &v, E);
+    }
+    return;
+  }
+  if (s == -static_cast<std::ptrdiff_t>(E)) {
+    // Reversed run: read backwards, write forwards.
+    const byte* p = src - (n - 1) * static_cast<std::ptrdiff_t>(E);
+    for (std::int64_t i = 0; i < n; ++i) {
+      move_elem<E>(dst + i * E, p + (n - 1 - i) * static_cast<std::ptrdiff_t>(E));
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) move_elem<E>(dst + i * E, src + i * s);
+}
+
+// The same for an element width known only at run time.
+void gather_row_any(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n,
+                    std::size_t e) noexcept {
+  if (s == static_cast<std::ptrdiff_t>(e)) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * e);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst, src + i * s, e);
+    dst += e;
+  }
+}
+
+// A 2-D block: dst[i][j] (row pitch dr bytes, compact rows) receives the
+// element at src + i*sr + j*sc, for i < rows, j < cols. Used when |sr| is
+// the tighter source stride, so reading down a destination column walks the
+// source sequentially. Tiles are one cache line on each side.
+template <std::size_t E>
+void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr,
+                std::ptrdiff_t sc, std::int64_t rows, std::int64_t cols) noexcept {
+  constexpr std::int64_t T = (kLineBytes / static_cast<std::ptrdiff_t>(E)) > 0
+                                 ? kLineBytes / static_cast<std::ptrdiff_t>(E)
+                                 : 1;
+  constexpr std::int64_t B = T * kBlockTiles;
+  for (std::int64_t i0 = 0; i0 < rows; i0 += B) {
+    const std::int64_t i_end = i0 + B < rows ? i0 + B : rows;
+    for (std::int64_t j0 = 0; j0 < cols; j0 += B) {
+      const std::int64_t j_end = j0 + B < cols ? j0 + B : cols;
+      for (std::int64_t ti = i0; ti < i_end; ti += T) {
+        const std::int64_t ti_end = ti + T < i_end ? ti + T : i_end;
+        for (std::int64_t tj = j0; tj < j_end; tj += T) {
+          const std::int64_t tj_end = tj + T < j_end ? tj + T : j_end;
+          if (ti_end - ti == T && tj_end - tj == T) {
+            // Full tile: fixed trip counts let the compiler unroll.
+            const byte* s0 = src + ti * sr + tj * sc;
+            byte* d0 = dst + ti * dr + tj * static_cast<std::ptrdiff_t>(E);
+            for (std::int64_t j = 0; j < T; ++j) {
+              const byte* s = s0 + j * sc;
+              byte* d = d0 + j * static_cast<std::ptrdiff_t>(E);
+              for (std::int64_t i = 0; i < T; ++i) move_elem<E>(d + i * dr, s + i * sr);
+            }
+          } else {
+            for (std::int64_t j = tj; j < tj_end; ++j) {
+              const byte* s = src + j * sc;
+              byte* d = dst + j * static_cast<std::ptrdiff_t>(E);
+              for (std::int64_t i = ti; i < ti_end; ++i) move_elem<E>(d + i * dr, s + i * sr);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void copy_tiled_any(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr,
+                    std::ptrdiff_t sc, std::int64_t rows, std::int64_t cols,
+                    std::size_t e) noexcept {
+  std::int64_t t = kLineBytes / static_cast<std::int64_t>(e);
+  if (t < 1) t = 1;
+  const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(e);
+  for (std::int64_t ti = 0; ti < rows; ti += t) {
+    const std::int64_t ti_end = ti + t < rows ? ti + t : rows;
+    for (std::int64_t tj = 0; tj < cols; tj += t) {
+      const std::int64_t tj_end = tj + t < cols ? tj + t : cols;
+      for (std::int64_t j = tj; j < tj_end; ++j) {
+        for (std::int64_t i = ti; i < ti_end; ++i) {
+          std::memcpy(dst + i * dr + j * pe, src + i * sr + j * sc, e);
+        }
+      }
+    }
+  }
+}
+
+// A normalised view: n >= 1 dimensions, every extent >= 2, strides in bytes.
+struct View {
+  int n = 0;
+  std::int64_t shape[kMaxDims];
+  std::ptrdiff_t stride[kMaxDims];
+};
+
+// Walks every combination of the outer dimensions listed in `dims`
+// (row-major order over them) and calls f(src_offset, dst_offset) with the
+// byte offsets of that combination. dst_pitch[d] is dimension d's stride in
+// the compact destination.
+template <class F>
+void for_each_outer(const View& v, const int* dims, int nd, const std::ptrdiff_t* dst_pitch,
+                    F&& f) noexcept {
+  if (nd == 0) {
+    f(std::ptrdiff_t{0}, std::ptrdiff_t{0});
+    return;
+  }
+  std::int64_t idx[kMaxDims] = {};
+  std::ptrdiff_t so = 0;
+  std::ptrdiff_t dof = 0;
+  for (;;) {
+    f(so, dof);
+    int k = nd - 1;
+    for (; k >= 0; --k) {
+      const int d = dims[k];
+      if (++idx[k] < v.shape[d]) {
+        so += v.stride[d];
+        dof += dst_pitch[d];
+        break;
+      }
+      so -= (v.shape[d] - 1) * v.stride[d];
+      dof -= (v.shape[d] - 1) * dst_pitch[d];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+std::ptrdiff_t abs_pd(std::ptrdiff_t x) noexcept { return x < 0 ? -x : x; }
+
+template <std::size_t E>
+void copy_view(const byte* src, const View& v, byte* dst, std::size_t e) noexcept {
+  const int last = v.n - 1;
+  std::ptrdiff_t dst_pitch[kMaxDims];
+  dst_pitch[last] = static_cast<std::ptrdiff_t>(e);
+  for (int d = last - 1; d >= 0; --d) dst_pitch[d] = dst_pitch[d + 1] * v.shape[d + 1];
+
+  // The outer dimension with the tightest non-zero source stride: if it is
+  // tighter than the innermost one, the innermost pair is a transpose.
+  int k = -1;
+  const std::ptrdiff_t inner = abs_pd(v.stride[last]);
+  if (inner != static_cast<std::ptrdiff_t>(e)) {
+    std::ptrdiff_t best = inner == 0 ? 0 : inner;
+    for (int d = 0; d < last; ++d) {
+      const std::ptrdiff_t a = abs_pd(v.stride[d]);
+      if (a != 0 && (best == 0 || a < best)) {
+        best = a;
+        k = d;
+      }
+    }
+    // A broadcast innermost dimension (stride 0) is cheap as it is.
+    if (inner == 0) k = -1;
+  }
+
+  int dims[kMaxDims];
+  int nd = 0;
+  if (k >= 0) {
+    for (int d = 0; d < last; ++d) {
+      if (d != k) dims[nd++] = d;
+    }
+    const std::int64_t rows = v.shape[k];
+    const std::int64_t cols = v.shape[last];
+    const std::ptrdiff_t dr = dst_pitch[k];
+    const std::ptrdiff_t sr = v.stride[k];
+    const std::ptrdiff_t sc = v.stride[last];
+    for_each_outer(v, dims, nd, dst_pitch, [&](std::ptrdiff_t so, std::ptrdiff_t dof) {
+      if constexpr (E == 0) {
+        copy_tiled_any(dst + dof, dr, src + so, sr, sc, rows, cols, e);
+      } else {
+        copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols);
+      }
+    });
+    return;
+  }
+
+  for (int d = 0; d < last; ++d) dims[nd++] = d;
+  const std::int64_t n = v.shape[last];
+  const std::ptrdiff_t s = v.stride[last];
+  for_each_outer(v, dims, nd, dst_pitch, [&](std::ptrdiff_t so, std::ptrdiff_t dof) {
+    if constexpr (E == 0) {
+      gather_row_any(dst + dof, src + so, s, n, e);
+    } else {
+      gather_row<E>(dst + dof, src + so, s, n);
+    }
+  });
+}
+
+// Index-by-index copy for views with more dimensions than the scratch
+// holds; recomputes every source offset from the linear index.
+void copy_by_index(const byte* src, std::int32_t ndim, const std::int64_t* shape,
+                   const std::int64_t* strides, std::size_t e, byte* dst) noexcept {
+  std::int64_t total = 1;
+  for (std::int32_t d = 0; d < ndim; ++d) total *= shape[d];
+  const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(e);
+  for (std::int64_t lin = 0; lin < total; ++lin) {
+    std::int64_t rest = lin;
+    std::ptrdiff_t off = 0;
+    for (std::int32_t d = ndim - 1; d >= 0; --d) {
+      off += (rest % shape[d]) * strides[d] * pe;
+      rest /= shape[d];
+    }
+    std::memcpy(dst + lin * pe, src + off, e);
+  }
+}
+
+}  // namespace
+
+void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
+                                const std::int64_t* shape, const std::int64_t* strides,
+                                std::size_t elem_size, unsigned char* dst) noexcept {
+  if (elem_size == 0) return;
+  for (std::int32_t d = 0; d < ndim; ++d) {
+    if (shape[d] == 0) return;
+  }
+
+  // Drop size-1 dimensions and merge dimensions that walk memory as one.
+  View v;
+  const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(elem_size);
+  for (std::int32_t d = 0; d < ndim; ++d) {
+    if (shape[d] == 1) continue;
+    const std::ptrdiff_t s = static_cast<std::ptrdiff_t>(strides[d]) * pe;
+    if (v.n > 0 && v.stride[v.n - 1] == s * shape[d]) {
+      v.shape[v.n - 1] *= shape[d];
+      v.stride[v.n - 1] = s;
+      continue;
+    }
+    if (v.n == kMaxDims) {
+      copy_by_index(src, ndim, shape, strides, elem_size, dst);
+      return;
+    }
+    v.shape[v.n] = shape[d];
+    v.stride[v.n] = s;
+    ++v.n;
+  }
+
+  if (v.n == 0) {  // 0-d, or only size-1 dimensions: one element.
+    std::memcpy(dst, src, elem_size);
+    return;
+  }
+  if (v.n == 1 && v.stride[0] == pe) {
+    std::memcpy(dst, src, static_cast<std::size_t>(v.shape[0]) * elem_size);
+    return;
+  }
+
+  switch (elem_size) {
+    case 1: copy_view<1>(src, v, dst, elem_size); break;
+    case 2: copy_view<2>(src, v, dst, elem_size); break;
+    case 4: copy_view<4>(src, v, dst, elem_size); break;
+    case 8: copy_view<8>(src, v, dst, elem_size); break;
+    case 16: copy_view<16>(src, v, dst, elem_size); break;
+    default: copy_view<0>(src, v, dst, elem_size); break;
+  }
+}
+
+}  // namespace dlb
