@@ -41,8 +41,9 @@ constexpr int kMaxDims = 64;
 // Bytes of a cache line: the side of a transpose micro tile, in bytes.
 constexpr std::ptrdiff_t kLineBytes = 64;
 // Side, in micro tiles, of the outer block walked before moving on, so that
-// the pages touched by one block stay in the TLB.
-constexpr std::int64_t kBlockTiles = 8;
+// the pages touched by one block stay in the TLB (16 measured best for
+// 4- and 8-byte elements on a 4096 x 4096 transpose).
+constexpr std::int64_t kBlockTiles = 16;
 
 template <std::size_t E>
 struct Elem {
@@ -115,13 +116,21 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
         for (std::int64_t tj = j0; tj < j_end; tj += T) {
           const std::int64_t tj_end = tj + T < j_end ? tj + T : j_end;
           if (ti_end - ti == T && tj_end - tj == T) {
-            // Full tile: fixed trip counts let the compiler unroll.
+            // Full tile: gather it transposed into an L1-resident scratch,
+            // then write each destination row segment in one go. Every
+            // source and destination line is touched once, so rows that
+            // alias in the cache (power-of-two pitches) cost nothing extra.
+            alignas(64) byte tmp[T * T * E];
             const byte* s0 = src + ti * sr + tj * sc;
-            byte* d0 = dst + ti * dr + tj * static_cast<std::ptrdiff_t>(E);
             for (std::int64_t j = 0; j < T; ++j) {
               const byte* s = s0 + j * sc;
-              byte* d = d0 + j * static_cast<std::ptrdiff_t>(E);
-              for (std::int64_t i = 0; i < T; ++i) move_elem<E>(d + i * dr, s + i * sr);
+              for (std::int64_t i = 0; i < T; ++i) {
+                move_elem<E>(tmp + (i * T + j) * static_cast<std::ptrdiff_t>(E), s + i * sr);
+              }
+            }
+            byte* d0 = dst + ti * dr + tj * static_cast<std::ptrdiff_t>(E);
+            for (std::int64_t i = 0; i < T; ++i) {
+              std::memcpy(d0 + i * dr, tmp + i * T * static_cast<std::ptrdiff_t>(E), T * E);
             }
           } else {
             for (std::int64_t j = tj; j < tj_end; ++j) {
