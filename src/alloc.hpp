@@ -18,10 +18,12 @@ void mem_free(void* p) noexcept;
 
 namespace testing {
 // Arms the injector: the n-th allocation (1-based) from now on fails, and
-// so does every later one until disarmed. n <= 0 disarms. Not thread-safe
+// so does every later one until disarmed. n == 0 disarms; n < 0 counts
+// allocations (allocations_attempted) without failing any. Not thread-safe
 // with respect to concurrent calls of itself; the check in mem_alloc is.
 void fail_allocation_after(std::int64_t n) noexcept;
-// Allocations attempted since the last fail_allocation_after() call.
+// Allocations attempted since the last fail_allocation_after() call, while
+// armed or counting (a disarmed injector counts nothing).
 std::int64_t allocations_attempted() noexcept;
 // Drops the per-thread cache of export blocks, so that the next export
 // allocates (tests that count allocations call this first).

@@ -1,0 +1,381 @@
+// The exporter: buffers out as DLManagedTensorVersioned / DLManagedTensor,
+// and the deleter that ends every export.
+#include "export.hpp"
+
+#include <cinttypes>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "alloc.hpp"
+#include "buffer.hpp"
+#include "dtype.hpp"
+#include "errors.hpp"
+#include "layout.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DLB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DLB_ASAN 1
+#endif
+#endif
+
+namespace dlb {
+namespace {
+
+std::atomic<std::int64_t> g_live_exports{0};
+
+// One allocation per export: the managed struct, the bookkeeping, then
+// shape[capacity] and strides[capacity].
+struct ExportBlock {
+  union {
+    DLManagedTensorVersioned versioned;
+    DLManagedTensor legacy;
+  } managed;
+  dlb_buffer* buffer;   // reference held (zero-copy exports), or null
+  void* copy;           // memory of a copy export, or null
+  void* access_ref;     // backend access reference (zero-copy backend export)
+  bool has_access;
+  std::int32_t capacity;
+  ExportBlock* next;    // free-list link while cached
+
+  std::int64_t* dims() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
+};
+static_assert(sizeof(ExportBlock) % alignof(std::int64_t) == 0);
+
+// Blocks for up to kCachedNdim dimensions are recycled through a small
+// per-thread free list, so the hot path allocates nothing. A block freed on
+// another thread joins that thread's list.
+constexpr std::int32_t kCachedNdim = 8;
+constexpr int kCacheLimit = 32;
+
+std::size_t block_size(std::int32_t capacity) noexcept {
+  return sizeof(ExportBlock) + 2 * static_cast<std::size_t>(capacity) * sizeof(std::int64_t);
+}
+
+bool cache_enabled_at_load() noexcept {
+#if defined(DLB_ASAN)
+  return false;  // let AddressSanitizer see every block's lifetime
+#else
+  const char* env = std::getenv("DLBRIDGE_NO_EXPORT_CACHE");
+  return env == nullptr || env[0] == '\0' || env[0] == '0';
+#endif
+}
+const bool g_cache_enabled = cache_enabled_at_load();
+
+struct BlockCache {
+  ExportBlock* head = nullptr;
+  int count = 0;
+  ~BlockCache();
+};
+// Set once this thread's cache has been destroyed (thread exit); a deleter
+// that runs later on this thread frees its block directly. Trivially
+// destructible, so reading it is always valid.
+thread_local bool tl_cache_gone = false;
+thread_local BlockCache tl_cache;
+
+void drain(BlockCache& cache) noexcept {
+  while (cache.head != nullptr) {
+    ExportBlock* next = cache.head->next;
+    mem_free(cache.head);
+    cache.head = next;
+  }
+  cache.count = 0;
+}
+
+BlockCache::~BlockCache() {
+  drain(*this);
+  tl_cache_gone = true;
+}
+
+ExportBlock* take_block(std::int32_t ndim) noexcept {
+  const std::int32_t capacity = ndim <= kCachedNdim ? kCachedNdim : ndim;
+  if (capacity == kCachedNdim && g_cache_enabled && !tl_cache_gone) {
+    BlockCache& cache = tl_cache;
+    if (cache.head != nullptr) {
+      ExportBlock* b = cache.head;
+      cache.head = b->next;
+      --cache.count;
+      return b;
+    }
+  }
+  void* mem = mem_alloc(block_size(capacity));
+  if (mem == nullptr) {
+    set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating an export of %d dimensions", ndim);
+    return nullptr;
+  }
+  ExportBlock* b = static_cast<ExportBlock*>(mem);
+  b->capacity = capacity;
+  return b;
+}
+
+void give_back_block(ExportBlock* b) noexcept {
+  if (b->capacity == kCachedNdim && g_cache_enabled && !tl_cache_gone) {
+    BlockCache& cache = tl_cache;
+    if (cache.count < kCacheLimit) {
+      b->next = cache.head;
+      cache.head = b;
+      ++cache.count;
+      return;
+    }
+  }
+  mem_free(b);
+}
+
+// Undoes everything an export holds. Runs exactly once per export, from
+// its deleter (or from a failed export before it was handed out).
+void finish(ExportBlock* b) noexcept {
+  if (b->has_access) {
+    const Backend* be = b->buffer->owner.store.backend;
+    be->vt.release_access(be->ctx, b->buffer->owner.store.storage, b->access_ref);
+  }
+  if (b->buffer != nullptr) buffer_release(b->buffer);
+  if (b->copy != nullptr) mem_free(b->copy);
+  give_back_block(b);
+}
+
+void deleter_versioned(DLManagedTensorVersioned* m) noexcept {
+  if (m == nullptr) return;
+  finish(static_cast<ExportBlock*>(m->manager_ctx));
+  g_live_exports.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void deleter_legacy(DLManagedTensor* m) noexcept {
+  if (m == nullptr) return;
+  finish(static_cast<ExportBlock*>(m->manager_ctx));
+  g_live_exports.fetch_sub(1, std::memory_order_relaxed);
+}
+
+constexpr std::uint64_t kKnownExportFlags = DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY;
+
+dlb_status read_options(const dlb_export_options* options, dlb_export_options* opt) noexcept {
+  dlb_export_options_init(opt);
+  if (options == nullptr) return DLB_OK;
+  if (options->struct_size < offsetof(dlb_export_options, copy) + sizeof(options->copy))
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "options->struct_size is %zu; call dlb_export_options_init() first", options->struct_size);
+  std::memcpy(opt, options, options->struct_size < sizeof *opt ? options->struct_size : sizeof *opt);
+  opt->struct_size = sizeof *opt;
+  if (opt->copy != DLB_COPY_IF_NEEDED && opt->copy != DLB_COPY_NEVER && opt->copy != DLB_COPY_ALWAYS)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->copy is %d (must be DLB_COPY_IF_NEEDED, DLB_COPY_NEVER or "
+                     "DLB_COPY_ALWAYS)", static_cast<int>(opt->copy));
+  if ((opt->flags & ~kKnownExportFlags) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->flags has unknown bits 0x%" PRIx64,
+                     opt->flags & ~kKnownExportFlags);
+  return DLB_OK;
+}
+
+bool same_device(DLDevice a, DLDevice b) noexcept {
+  return a.device_type == b.device_type && a.device_id == b.device_id;
+}
+
+// What an export will do, decided before anything is allocated.
+struct Plan {
+  bool copy = false;     // hand out a fresh host copy
+  DLDevice device{};     // device written into the export
+  std::uint64_t flags = 0;  // DLPACK_FLAG_BITMASK_* bits
+};
+
+const char* copy_remedy() noexcept {
+  return "allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python) or ask for the CPU device (target_device "
+         "{kDLCPU, 0}; dl_device=(1, 0) in Python)";
+}
+
+dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versioned, Plan* plan) noexcept {
+  const DLDevice dev = b->tensor.device;
+  const bool is_backend = b->kind == BufferKind::backend;
+  const std::int32_t dev_type = static_cast<std::int32_t>(dev.device_type);
+  const bool want_cpu = opt.has_target_device != 0 && opt.target_device.device_type == kDLCPU;
+
+  if (opt.has_target_device != 0) {
+    const DLDevice t = opt.target_device;
+    if (!device_type_known(static_cast<std::int32_t>(t.device_type)) || t.device_id < 0)
+      return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "target device %d:%d is not a DLPack device",
+                       static_cast<int>(t.device_type), static_cast<int>(t.device_id));
+    if (!same_device(t, dev) && !(want_cpu && t.device_id == 0))
+      return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                       "the buffer is on %s:%d and cannot be exported to %s:%d; dlbridge moves data only to the CPU "
+                       "device {kDLCPU, 0}",
+                       device_type_name(dev_type), static_cast<int>(dev.device_id),
+                       device_type_name(static_cast<std::int32_t>(t.device_type)), static_cast<int>(t.device_id));
+  }
+  // A move is needed when the consumer asked for the CPU and the memory is
+  // not host memory (pinned host memory is handed over as CPU memory).
+  const bool move_to_cpu = want_cpu && dev_type != kDLCPU &&
+                           (is_backend || !device_is_host_readable(dev_type));
+
+  // Can the buffer's memory be handed out as it is?
+  bool zero_copy = true;
+  dlb_status refusal = DLB_ERR_NOT_ZERO_COPY;
+  char why[200] = {0};
+  if (is_backend) {
+    const Backend* be = b->owner.store.backend;
+    const std::int32_t kind = backend_layout_kind(b);
+    if (be->vt.acquire_access == nullptr) {
+      zero_copy = false;
+      std::snprintf(why, sizeof why, "backend '%s' has no zero-copy access", be->name);
+    } else if (kind != DLB_LAYOUT_STRIDED) {
+      zero_copy = false;
+      refusal = DLB_ERR_UNSUPPORTED_LAYOUT;
+      std::snprintf(why, sizeof why, "backend '%s' keeps this storage %s, which DLPack strides cannot express",
+                    be->name, layout_kind_name(kind));
+    }
+  }
+  if (zero_copy && move_to_cpu) {
+    zero_copy = false;
+    std::snprintf(why, sizeof why, "the buffer is on %s:%d and the CPU device was asked for",
+                  device_type_name(dev_type), static_cast<int>(dev.device_id));
+  }
+
+  plan->copy = opt.copy == DLB_COPY_ALWAYS || !zero_copy;
+  if (plan->copy && !zero_copy && opt.copy == DLB_COPY_NEVER)
+    return set_error(refusal, "%s, and copy was forbidden (DLB_COPY_NEVER); %s", why, copy_remedy());
+  if (plan->copy && opt.has_target_device != 0 && !want_cpu)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                     "%s%sa copy can only be made to host memory, but %s:%d was asked for", why,
+                     why[0] != '\0' ? "; " : "", device_type_name(static_cast<std::int32_t>(opt.target_device.device_type)),
+                     static_cast<int>(opt.target_device.device_id));
+
+  plan->device = plan->copy ? DLDevice{kDLCPU, 0} : (want_cpu ? DLDevice{kDLCPU, 0} : dev);
+  if (opt.stream != DLB_STREAM_NONE && plan->device.device_type == kDLCPU && !is_backend)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
+                     "(pass DLB_STREAM_NONE)",
+                     opt.stream);
+
+  if (plan->copy) {
+    plan->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0) plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  } else {
+    if ((b->flags & DLB_BUFFER_READ_ONLY) != 0 || (opt.flags & DLB_EXPORT_READ_ONLY) != 0)
+      plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    if ((b->flags & DLB_BUFFER_COPIED) != 0) plan->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  }
+  if (!versioned && (plan->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 &&
+      (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
+    return set_error(DLB_ERR_READ_ONLY,
+                     "the buffer is read-only and a legacy DLManagedTensor has no flag to say so; export a "
+                     "DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer will not "
+                     "write");
+  return DLB_OK;
+}
+
+// Builds the export. On failure nothing is left allocated and no reference
+// is taken.
+dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versioned, ExportBlock** out) noexcept {
+  dlb_export_options opt;
+  DLB_TRY(read_options(options, &opt));
+  if (b->deleted.load(std::memory_order_acquire))
+    return set_error(DLB_ERR_DELETED,
+                     "buffer was deleted (donated) and cannot be exported; exports made before stay valid");
+  Plan plan;
+  DLB_TRY(make_plan(b, opt, versioned, &plan));
+
+  const std::int32_t ndim = b->tensor.ndim;
+  ExportBlock* blk = take_block(ndim);
+  if (blk == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  blk->buffer = nullptr;
+  blk->copy = nullptr;
+  blk->access_ref = nullptr;
+  blk->has_access = false;
+  std::int64_t* shape = blk->dims();
+  std::int64_t* strides = shape + blk->capacity;
+  std::memcpy(shape, b->tensor.shape, sizeof(std::int64_t) * static_cast<std::size_t>(ndim));
+
+  DLTensor t;
+  t.device = plan.device;
+  t.ndim = ndim;
+  t.dtype = b->tensor.dtype;
+  t.shape = shape;
+  t.strides = strides;
+  if (plan.copy) {
+    void* mem = mem_alloc_aligned(64, static_cast<std::size_t>(b->nbytes));
+    if (mem == nullptr) {
+      give_back_block(blk);
+      return set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating a copy of %" PRIu64 " bytes", b->nbytes);
+    }
+    const dlb_status s = buffer_copy_out(b, mem, b->nbytes, opt.stream);
+    if (s != DLB_OK) {
+      mem_free(mem);
+      give_back_block(blk);
+      return s;
+    }
+    blk->copy = mem;
+    compact_strides(ndim, shape, strides);
+    t.data = mem;
+    t.byte_offset = 0;
+  } else {
+    std::memcpy(strides, b->tensor.strides, sizeof(std::int64_t) * static_cast<std::size_t>(ndim));
+    t.data = b->tensor.data;
+    t.byte_offset = b->tensor.byte_offset;
+    if (b->kind == BufferKind::backend) {
+      const Backend* be = b->owner.store.backend;
+      dlb_status s = backend_wait(b, opt.stream);
+      void* data = nullptr;
+      void* ref = nullptr;
+      if (s == DLB_OK) {
+        const std::int32_t rc = be->vt.acquire_access(be->ctx, b->owner.store.storage, &data, &ref);
+        if (rc != 0) s = backend_failure(b, "acquire_access", rc);
+      }
+      if (s != DLB_OK) {
+        give_back_block(blk);
+        return s;
+      }
+      blk->has_access = true;
+      blk->access_ref = ref;
+      t.data = data;
+    }
+    buffer_retain(b);
+    blk->buffer = b;
+  }
+
+  if (versioned) {
+    DLManagedTensorVersioned& m = blk->managed.versioned;
+    m.version.major = DLB_DLPACK_MAJOR;
+    m.version.minor = DLB_DLPACK_MINOR;
+    m.manager_ctx = blk;
+    m.deleter = deleter_versioned;
+    m.flags = plan.flags;
+    m.dl_tensor = t;
+  } else {
+    DLManagedTensor& m = blk->managed.legacy;
+    m.dl_tensor = t;
+    m.manager_ctx = blk;
+    m.deleter = deleter_legacy;
+  }
+  g_live_exports.fetch_add(1, std::memory_order_relaxed);
+  *out = blk;
+  return DLB_OK;
+}
+
+}  // namespace
+
+dlb_status export_versioned(dlb_buffer* b, const dlb_export_options* options, DLManagedTensorVersioned** out) noexcept {
+  if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  ExportBlock* blk = nullptr;
+  DLB_TRY(build(b, options, true, &blk));
+  *out = &blk->managed.versioned;
+  return DLB_OK;
+}
+
+dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLManagedTensor** out) noexcept {
+  if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  ExportBlock* blk = nullptr;
+  DLB_TRY(build(b, options, false, &blk));
+  *out = &blk->managed.legacy;
+  return DLB_OK;
+}
+
+std::int64_t live_exports() noexcept { return g_live_exports.load(std::memory_order_relaxed); }
+
+namespace testing {
+void drop_thread_caches() noexcept {
+  if (!tl_cache_gone) drain(tl_cache);
+}
+}  // namespace testing
+
+}  // namespace dlb

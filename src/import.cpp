@@ -1,0 +1,110 @@
+// The importer: managed tensors from any producer in, as buffers.
+#include "import.hpp"
+
+#include <cinttypes>
+#include <cstddef>
+#include <cstring>
+
+#include "buffer.hpp"
+#include "dtype.hpp"
+#include "errors.hpp"
+#include "layout.hpp"
+
+namespace dlb {
+namespace {
+
+dlb_status read_options(const dlb_import_options* options, dlb_import_options* opt) noexcept {
+  dlb_import_options_init(opt);
+  if (options == nullptr) return DLB_OK;
+  if (options->struct_size < offsetof(dlb_import_options, require_alignment) + sizeof(options->require_alignment))
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "options->struct_size is %zu; call dlb_import_options_init() first", options->struct_size);
+  std::memcpy(opt, options, options->struct_size < sizeof *opt ? options->struct_size : sizeof *opt);
+  opt->struct_size = sizeof *opt;
+  const std::uint64_t a = opt->require_alignment;
+  if ((a & (a - 1)) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->require_alignment is %" PRIu64 " (must be 0 or a power of two)",
+                     a);
+  if ((opt->flags & ~DLB_IMPORT_LEGACY_READ_ONLY) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->flags has unknown bits 0x%" PRIx64,
+                     opt->flags & ~DLB_IMPORT_LEGACY_READ_ONLY);
+  return DLB_OK;
+}
+
+// Checks `t` and the caller's requirements, then makes the buffer. Owns
+// nothing on failure.
+dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt, BufferKind kind,
+                         dlb_buffer** out) noexcept {
+  LayoutInfo info;
+  DLB_TRY(check_layout(&t, Origin::incoming, true, &info));
+  if ((dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype))
+    return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
+                     "tensor has IS_SUBBYTE_TYPE_PADDED set for a %u-bit type; dlbridge reads packed sub-byte data only",
+                     static_cast<unsigned>(element_bits(t.dtype)));
+  const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
+  if (opt.require_alignment > 1 && !info.empty && origin % opt.require_alignment != 0)
+    return set_error(DLB_ERR_ALIGNMENT,
+                     "tensor data + byte_offset = %p + %" PRIu64 " is not aligned to %" PRIu64 " bytes", t.data,
+                     static_cast<std::uint64_t>(t.byte_offset), opt.require_alignment);
+  if (opt.require_contiguous != 0 && !info.contiguous)
+    return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
+                     "tensor is not compact row-major and require_contiguous is set (copy it with "
+                     "dlb_buffer_to_host, or drop the requirement)");
+  const bool read_only = (dl_flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if (opt.require_writable != 0 && read_only)
+    return set_error(DLB_ERR_READ_ONLY, "tensor is flagged READ_ONLY and require_writable is set");
+  std::uint64_t flags = DLB_BUFFER_IMPORTED;
+  if (read_only) flags |= DLB_BUFFER_READ_ONLY;
+  if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) flags |= DLB_BUFFER_COPIED;
+  dlb_buffer* b = buffer_create(t, info, kind, flags);
+  if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  *out = b;
+  return DLB_OK;
+}
+
+}  // namespace
+
+dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_options* options, dlb_buffer** out) noexcept {
+  if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (m->version.major != 1)
+    return set_error(DLB_ERR_VERSION,
+                     "tensor has DLPack major version %u; dlbridge reads major version 1 (call the deleter and ask "
+                     "the producer for version 1)",
+                     static_cast<unsigned>(m->version.major));
+  dlb_import_options opt;
+  DLB_TRY(read_options(options, &opt));
+  dlb_buffer* b = nullptr;
+  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, BufferKind::imported_versioned, &b));
+  b->owner.versioned = m;
+  *out = b;
+  return DLB_OK;
+}
+
+dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, dlb_buffer** out) noexcept {
+  if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  dlb_import_options opt;
+  DLB_TRY(read_options(options, &opt));
+  const std::uint64_t flags = (opt.flags & DLB_IMPORT_LEGACY_READ_ONLY) != 0 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  dlb_buffer* b = nullptr;
+  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, BufferKind::imported_legacy, &b));
+  b->owner.legacy = m;
+  *out = b;
+  return DLB_OK;
+}
+
+dlb_status validate(const DLTensor* t, std::uint32_t flags) noexcept {
+  if (t == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  constexpr std::uint32_t known = DLB_VALIDATE_CONTIGUOUS | DLB_VALIDATE_STRIDES_REQUIRED;
+  if ((flags & ~known) != 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has unknown bits 0x%x", flags & ~known);
+  LayoutInfo info;
+  DLB_TRY(check_layout(t, Origin::incoming, true, &info));
+  if ((flags & DLB_VALIDATE_STRIDES_REQUIRED) != 0 && t->ndim > 0 && t->strides == nullptr)
+    return set_error(DLB_ERR_MALFORMED, "tensor strides is NULL with ndim %d (DLPack 1.2 requires strides)", t->ndim);
+  if ((flags & DLB_VALIDATE_CONTIGUOUS) != 0 && !info.contiguous)
+    return set_error(DLB_ERR_UNSUPPORTED_LAYOUT, "tensor is not compact row-major");
+  return DLB_OK;
+}
+
+}  // namespace dlb

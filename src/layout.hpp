@@ -1,0 +1,40 @@
+// Checked arithmetic over tensor layouts: element counts, byte sizes, the
+// byte extent of strided views, contiguity; and the DLPack rules.
+#ifndef DLBRIDGE_SRC_LAYOUT_HPP_
+#define DLBRIDGE_SRC_LAYOUT_HPP_
+
+#include <dlbridge/dlbridge.h>
+
+#include <cstdint>
+
+namespace dlb {
+
+// Who gave us the tensor: an argument of our own API (alloc, wrap, a
+// backend layout) or a tensor from another producer (import, validate).
+// The statuses differ: a NULL shape is a bad argument in the first case and
+// a malformed tensor in the second.
+enum class Origin { argument, incoming };
+
+struct LayoutInfo {
+  std::uint64_t numel = 0;       // product of the extents
+  std::uint64_t nbytes = 0;      // compact size in bytes, sub-byte rounded up
+  // Range of element offsets the view touches, relative to element 0
+  // (min <= 0 <= max); both 0 for an empty view.
+  std::int64_t min_offset = 0;
+  std::int64_t max_offset = 0;
+  bool contiguous = true;        // compact row-major (NULL strides count)
+  bool empty = false;            // some extent is 0
+};
+
+// Checks ndim, shape, dtype, device, strides and the arithmetic of `t`.
+// When check_data is set, also "NULL data with a non-zero size" and that
+// data + byte_offset + extent fits the address space. Fills `info`.
+// Sets the error message and returns its status on failure.
+dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, LayoutInfo* info) noexcept;
+
+// Compact row-major strides for a shape (strides[i] in elements).
+void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t* strides) noexcept;
+
+}  // namespace dlb
+
+#endif

@@ -1,0 +1,3 @@
+#include "headertest_body.h"
+
+int main(void) { return header_test_main(); }
