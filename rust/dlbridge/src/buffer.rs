@@ -1,0 +1,526 @@
+//! `Buffer`: an owned, reference-counted handle on a `dlb_buffer`.
+
+use std::ffi::c_void;
+use std::mem::{self, MaybeUninit};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::dtype::Element;
+use crate::error::{check, Error, Result, Status};
+use crate::ffi::{self, DLDataType, DLDevice, DLTensor};
+use crate::tensor::{ExportOptions, LegacyManagedTensor, ManagedTensor};
+
+/// Metadata of a buffer; it never changes once the buffer exists.
+#[derive(Debug)]
+struct Meta {
+    device: DLDevice,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    /// `data` of the C view, as an address (NULL: 0).
+    data: usize,
+    byte_offset: u64,
+}
+
+/// One reference to a dlbridge buffer.
+///
+/// `Clone` takes another reference (`dlb_buffer_retain`), `Drop` gives it
+/// back (`dlb_buffer_release`). The memory lives until the last handle and
+/// the last export are gone. Handles may be moved and shared across threads:
+/// the library's counts are atomic.
+pub struct Buffer {
+    raw: NonNull<ffi::dlb_buffer>,
+    meta: Arc<Meta>,
+}
+
+// SAFETY: the library's buffers are thread-safe (atomic reference counts,
+// release callbacks allowed on any thread); `Meta` is read-only.
+unsafe impl Send for Buffer {}
+// SAFETY: as above; every method taking `&self` is thread-safe in C.
+unsafe impl Sync for Buffer {}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("raw", &self.raw)
+            .field("device", &self.meta.device)
+            .field("dtype", &self.meta.dtype)
+            .field("shape", &self.meta.shape)
+            .field("strides", &self.meta.strides)
+            .field("flags", &self.flags())
+            .finish()
+    }
+}
+
+impl Clone for Buffer {
+    fn clone(&self) -> Buffer {
+        // SAFETY: `raw` is a live handle we hold a reference on.
+        unsafe { ffi::dlb_buffer_retain(self.raw.as_ptr()) };
+        Buffer { raw: self.raw, meta: Arc::clone(&self.meta) }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: we own exactly one reference.
+        unsafe { ffi::dlb_buffer_release(self.raw.as_ptr()) };
+    }
+}
+
+fn out_of_range(what: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArgument, what)
+}
+
+fn ndim_of(shape: &[i64]) -> Result<i32> {
+    i32::try_from(shape.len()).map_err(|_| out_of_range(format!("ndim {} is too large", shape.len())))
+}
+
+/// The range of element offsets a strided view reaches, or None when it has
+/// no elements. Negative extents give None too: the library reports them.
+fn element_reach(shape: &[i64], strides: &[i64], offset: i64) -> Result<Option<(i64, i64)>> {
+    if shape.iter().any(|&e| e <= 0) {
+        return Ok(None);
+    }
+    let overflow = || Error::new(Status::Overflow, "strided view's extent overflows 64 bits");
+    let (mut lo, mut hi) = (offset, offset);
+    for (&e, &s) in shape.iter().zip(strides) {
+        let span = (e - 1).checked_mul(s).ok_or_else(overflow)?;
+        if span < 0 {
+            lo = lo.checked_add(span).ok_or_else(overflow)?;
+        } else {
+            hi = hi.checked_add(span).ok_or_else(overflow)?;
+        }
+    }
+    Ok(Some((lo, hi)))
+}
+
+unsafe extern "C" fn release_boxed_slice<T>(ctx: *mut c_void) {
+    // SAFETY: ctx came from Box::into_raw(Box<Box<[T]>>) in wrap_boxed_slice_strided.
+    drop(unsafe { Box::from_raw(ctx as *mut Box<[T]>) });
+}
+
+type ReleaseClosure = Box<dyn FnOnce() + Send + 'static>;
+
+unsafe extern "C" fn release_closure(ctx: *mut c_void) {
+    // SAFETY: ctx came from Box::into_raw(Box<ReleaseClosure>) in from_raw_parts.
+    let f = unsafe { Box::from_raw(ctx as *mut ReleaseClosure) };
+    // A panic must not unwind into C.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+}
+
+impl Buffer {
+    /// Takes over one reference to a C buffer handle.
+    ///
+    /// # Safety
+    /// `raw` must be a live `dlb_buffer*` whose reference the caller owns;
+    /// on success that reference belongs to the returned `Buffer`, on failure
+    /// it stays the caller's.
+    pub unsafe fn from_raw(raw: *mut ffi::dlb_buffer) -> Result<Buffer> {
+        let raw = NonNull::new(raw).ok_or_else(|| out_of_range("buffer is NULL"))?;
+        let mut t = MaybeUninit::<DLTensor>::uninit();
+        // SAFETY: raw is live; t is writable.
+        check(unsafe { ffi::dlb_buffer_dltensor(raw.as_ptr(), t.as_mut_ptr()) })?;
+        // SAFETY: written on success.
+        let t = unsafe { t.assume_init() };
+        let n = t.ndim.max(0) as usize;
+        // SAFETY: shape and strides point at ndim values inside the buffer
+        // (strides always present when ndim > 0).
+        let (shape, strides) = unsafe {
+            if n == 0 {
+                (Vec::new(), Vec::new())
+            } else {
+                (
+                    std::slice::from_raw_parts(t.shape, n).to_vec(),
+                    std::slice::from_raw_parts(t.strides, n).to_vec(),
+                )
+            }
+        };
+        let meta = Meta { device: t.device, dtype: t.dtype, shape, strides, data: t.data as usize, byte_offset: t.byte_offset };
+        Ok(Buffer { raw, meta: Arc::new(meta) })
+    }
+
+    /// Wraps a fresh handle returned by a successful C call.
+    fn from_new(raw: *mut ffi::dlb_buffer) -> Result<Buffer> {
+        // SAFETY: a handle just created by the library, owned by us.
+        match unsafe { Buffer::from_raw(raw) } {
+            Ok(b) => Ok(b),
+            Err(e) => {
+                // SAFETY: still ours on failure.
+                unsafe { ffi::dlb_buffer_release(raw) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The C handle, still owned by `self`.
+    pub fn as_ptr(&self) -> *mut ffi::dlb_buffer {
+        self.raw.as_ptr()
+    }
+
+    /// Gives the reference up as a C handle (release it with
+    /// `dlb_buffer_release` or `Buffer::from_raw`).
+    pub fn into_raw(self) -> *mut ffi::dlb_buffer {
+        let raw = self.raw.as_ptr();
+        // Drop the metadata without releasing the handle.
+        let meta = unsafe { ptr::read(&self.meta) };
+        mem::forget(self);
+        drop(meta);
+        raw
+    }
+
+    /// `dlb_buffer_alloc`: zero-filled, row-major, 64-byte aligned host memory.
+    pub fn alloc(dtype: DLDataType, shape: &[i64]) -> Result<Buffer> {
+        let mut out = ptr::null_mut();
+        let shape_ptr = if shape.is_empty() { ptr::null() } else { shape.as_ptr() };
+        // SAFETY: shape has ndim values; out is writable.
+        check(unsafe { ffi::dlb_buffer_alloc(DLDevice::CPU, dtype, ndim_of(shape)?, shape_ptr, &mut out) })?;
+        Buffer::from_new(out)
+    }
+
+    /// Wraps a `Vec` as a compact row-major tensor of `shape`; the buffer owns
+    /// the vector and drops it when the last handle and export are gone.
+    pub fn wrap_vec<T: Element>(data: Vec<T>, shape: &[i64]) -> Result<Buffer> {
+        Buffer::wrap_boxed_slice(data.into_boxed_slice(), shape)
+    }
+
+    /// Like `wrap_vec`, for a boxed slice.
+    pub fn wrap_boxed_slice<T: Element>(data: Box<[T]>, shape: &[i64]) -> Result<Buffer> {
+        if shape.iter().all(|&e| e >= 0) {
+            let n = shape.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e as u64));
+            if n != Some(data.len() as u64) {
+                return Err(out_of_range(format!(
+                    "shape {shape:?} does not hold exactly the slice's {} elements",
+                    data.len()
+                )));
+            }
+        }
+        Buffer::wrap_boxed_slice_strided(data, shape, None, 0, 0)
+    }
+
+    /// Wraps a boxed slice the buffer then owns, with any strides (in
+    /// elements; `None` is compact row-major), a start offset in elements and
+    /// `flags` (0 or `ffi::DLB_BUFFER_READ_ONLY`). Every element the view
+    /// reaches must lie inside the slice.
+    pub fn wrap_boxed_slice_strided<T: Element>(
+        data: Box<[T]>,
+        shape: &[i64],
+        strides: Option<&[i64]>,
+        offset: usize,
+        flags: u64,
+    ) -> Result<Buffer> {
+        let len = data.len() as i64;
+        let compact;
+        let strides_used = match strides {
+            Some(s) => {
+                if s.len() != shape.len() {
+                    return Err(out_of_range(format!(
+                        "{} strides given for {} dimensions",
+                        s.len(),
+                        shape.len()
+                    )));
+                }
+                s
+            }
+            None => {
+                let mut c = vec![0i64; shape.len()];
+                let mut acc: i64 = 1;
+                for i in (0..shape.len()).rev() {
+                    c[i] = acc;
+                    acc = acc.saturating_mul(shape[i].max(1));
+                }
+                compact = c;
+                &compact[..]
+            }
+        };
+        let offset_i = i64::try_from(offset).map_err(|_| out_of_range("offset too large"))?;
+        if let Some((lo, hi)) = element_reach(shape, strides_used, offset_i)? {
+            if lo < 0 || hi >= len {
+                return Err(out_of_range(format!(
+                    "the view reaches elements {lo}..={hi} but the slice has {len}"
+                )));
+            }
+        }
+        let raw_slice: *mut [T] = Box::into_raw(data);
+        let base = raw_slice as *mut T;
+        let mut shape_v = shape.to_vec();
+        let mut strides_v = strides.map(|s| s.to_vec());
+        let view = DLTensor {
+            data: base as *mut c_void,
+            device: DLDevice::CPU,
+            ndim: ndim_of(shape)?,
+            dtype: T::DTYPE,
+            shape: if shape_v.is_empty() { ptr::null_mut() } else { shape_v.as_mut_ptr() },
+            strides: match strides_v.as_mut() {
+                Some(v) if !v.is_empty() => v.as_mut_ptr(),
+                _ => ptr::null_mut(),
+            },
+            byte_offset: (offset * mem::size_of::<T>()) as u64,
+        };
+        // SAFETY: raw_slice came from Box::into_raw just above.
+        let ctx = Box::into_raw(Box::new(unsafe { Box::from_raw(raw_slice) })) as *mut c_void;
+        let mut out = ptr::null_mut();
+        // SAFETY: view describes memory inside the slice (checked above); the
+        // release callback frees ctx exactly once, and is not called on failure.
+        let status = unsafe { ffi::dlb_buffer_wrap(&view, flags, Some(release_boxed_slice::<T>), ctx, &mut out) };
+        if status != ffi::DLB_OK {
+            let err = Error::from_last(status);
+            // SAFETY: on failure the library did not take ctx.
+            drop(unsafe { Box::from_raw(ctx as *mut Box<[T]>) });
+            return Err(err);
+        }
+        Buffer::from_new(out)
+    }
+
+    /// `dlb_buffer_wrap` over memory described by `view`; `release` runs
+    /// exactly once, on any thread, when nothing uses the memory any more. On
+    /// failure `release` is dropped without being called.
+    ///
+    /// # Safety
+    /// `view` must describe valid memory on its device that stays valid (and
+    /// is not freed by anyone else) until `release` runs; `view.shape` and
+    /// `view.strides` must point at `ndim` values (or be NULL as DLPack
+    /// allows).
+    pub unsafe fn from_raw_parts<F: FnOnce() + Send + 'static>(
+        view: &DLTensor,
+        flags: u64,
+        release: F,
+    ) -> Result<Buffer> {
+        let boxed: Box<ReleaseClosure> = Box::new(Box::new(release));
+        let ctx = Box::into_raw(boxed) as *mut c_void;
+        let mut out = ptr::null_mut();
+        // SAFETY: per this function's contract.
+        let status = unsafe { ffi::dlb_buffer_wrap(view, flags, Some(release_closure), ctx, &mut out) };
+        if status != ffi::DLB_OK {
+            let err = Error::from_last(status);
+            // SAFETY: not taken by the library on failure.
+            drop(unsafe { Box::from_raw(ctx as *mut ReleaseClosure) });
+            return Err(err);
+        }
+        Buffer::from_new(out)
+    }
+
+    /// `dlb_buffer_delete`: later exports fail with `Status::Deleted`;
+    /// exports already made stay valid.
+    pub fn delete(&self) -> Result<()> {
+        // SAFETY: live handle.
+        check(unsafe { ffi::dlb_buffer_delete(self.raw.as_ptr()) })
+    }
+
+    /// `dlb_buffer_flags`: `ffi::DLB_BUFFER_*` bits.
+    pub fn flags(&self) -> u64 {
+        // SAFETY: live handle.
+        unsafe { ffi::dlb_buffer_flags(self.raw.as_ptr()) }
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.flags() & ffi::DLB_BUFFER_READ_ONLY != 0
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.flags() & ffi::DLB_BUFFER_DELETED != 0
+    }
+
+    /// `dlb_buffer_nbytes`: bytes of the elements when compact.
+    pub fn nbytes(&self) -> u64 {
+        // SAFETY: live handle.
+        unsafe { ffi::dlb_buffer_nbytes(self.raw.as_ptr()) }
+    }
+
+    /// `dlb_buffer_refcount`: handles plus exports.
+    pub fn refcount(&self) -> i64 {
+        // SAFETY: live handle.
+        unsafe { ffi::dlb_buffer_refcount(self.raw.as_ptr()) }
+    }
+
+    pub fn shape(&self) -> &[i64] {
+        &self.meta.shape
+    }
+
+    /// Strides in elements (always present, as the library reports them).
+    pub fn strides(&self) -> &[i64] {
+        &self.meta.strides
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.meta.shape.len()
+    }
+
+    pub fn dtype(&self) -> DLDataType {
+        self.meta.dtype
+    }
+
+    pub fn device(&self) -> DLDevice {
+        self.meta.device
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> u64 {
+        self.meta.shape.iter().map(|&e| e.max(0) as u64).product()
+    }
+
+    /// Address of the first element (`data + byte_offset`); NULL for a
+    /// backend buffer, whose memory is only reached through an export.
+    pub fn data_ptr(&self) -> *mut c_void {
+        if self.meta.data == 0 {
+            return ptr::null_mut();
+        }
+        self.meta.data.wrapping_add(self.meta.byte_offset as usize) as *mut c_void
+    }
+
+    /// Whether the elements are compact row-major (size-1 dimensions and
+    /// zero-size tensors ignore strides).
+    pub fn is_contiguous(&self) -> bool {
+        if self.meta.shape.contains(&0) {
+            return true;
+        }
+        let mut expected = 1i64;
+        for (&e, &s) in self.meta.shape.iter().zip(&self.meta.strides).rev() {
+            if e != 1 && s != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(e);
+        }
+        true
+    }
+
+    /// `dlb_buffer_dltensor`: a fresh non-owning view from the library.
+    pub fn dltensor(&self) -> Result<DLTensor> {
+        let mut t = MaybeUninit::<DLTensor>::uninit();
+        // SAFETY: live handle, writable out.
+        check(unsafe { ffi::dlb_buffer_dltensor(self.raw.as_ptr(), t.as_mut_ptr()) })?;
+        // SAFETY: written on success.
+        Ok(unsafe { t.assume_init() })
+    }
+
+    /// `dlb_buffer_to_host`: an independent compact host copy.
+    pub fn to_host(&self) -> Result<Buffer> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, writable out.
+        check(unsafe { ffi::dlb_buffer_to_host(self.raw.as_ptr(), &mut out) })?;
+        Buffer::from_new(out)
+    }
+
+    /// Exports as a DLPack 1.x managed tensor.
+    pub fn export(&self, options: &ExportOptions) -> Result<ManagedTensor> {
+        ManagedTensor::export(self, options)
+    }
+
+    /// Exports as a legacy managed tensor.
+    pub fn export_legacy(&self, options: &ExportOptions) -> Result<LegacyManagedTensor> {
+        LegacyManagedTensor::export(self, options)
+    }
+
+    fn check_element<T: Element>(&self) -> Result<()> {
+        if self.is_deleted() {
+            return Err(Error::new(Status::Deleted, "buffer was deleted"));
+        }
+        if self.meta.dtype != T::DTYPE {
+            return Err(Error::new(
+                Status::UnsupportedDtype,
+                format!(
+                    "buffer holds {} but {} was asked for",
+                    self.meta.dtype.name().unwrap_or_else(|_| format!("{:?}", self.meta.dtype)),
+                    T::DTYPE.name().unwrap_or_default()
+                ),
+            ));
+        }
+        if !self.meta.device.is_host_accessible() || (self.meta.data == 0 && self.numel() != 0) {
+            return Err(Error::new(
+                Status::UnsupportedDevice,
+                "the buffer's memory is not host-accessible (use to_host())",
+            ));
+        }
+        Ok(())
+    }
+
+    fn contiguous_slice_parts<T: Element>(&self) -> Result<(*mut T, usize)> {
+        self.check_element::<T>()?;
+        if !self.is_contiguous() {
+            return Err(Error::new(
+                Status::UnsupportedLayout,
+                format!("strides {:?} of shape {:?} are not compact row-major", self.meta.strides, self.meta.shape),
+            ));
+        }
+        let n = usize::try_from(self.numel()).map_err(|_| Error::new(Status::Overflow, "too many elements"))?;
+        if n == 0 {
+            return Ok((NonNull::<T>::dangling().as_ptr(), 0));
+        }
+        let p = self.data_ptr() as *mut T;
+        if (p as usize) & (mem::align_of::<T>() - 1) != 0 {
+            return Err(Error::new(
+                Status::Alignment,
+                format!("data at {p:p} is not aligned to {} bytes", mem::align_of::<T>()),
+            ));
+        }
+        Ok((p, n))
+    }
+
+    /// The elements of a compact host buffer whose dtype is `T`.
+    ///
+    /// Writable exports of the same buffer may be written by their consumers;
+    /// reading while they write is the caller's race to avoid.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        let (p, n) = self.contiguous_slice_parts::<T>()?;
+        // SAFETY: p points at n initialised elements of T (any bit pattern is
+        // valid), kept alive by our reference.
+        Ok(unsafe { std::slice::from_raw_parts(p, n) })
+    }
+
+    /// The elements, writable. Refused for read-only buffers and while
+    /// another handle or an export shares the buffer (reference count > 1),
+    /// so the returned slice is the only way to the memory from this process
+    /// apart from an imported tensor's own producer.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
+        if self.is_read_only() {
+            return Err(Error::new(Status::ReadOnly, "buffer is read-only"));
+        }
+        let rc = self.refcount();
+        if rc != 1 {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("buffer is shared ({rc} references); mutable access needs the only one"),
+            ));
+        }
+        let (p, n) = self.contiguous_slice_parts::<T>()?;
+        // SAFETY: as in as_slice, and no other reference exists.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+    }
+
+    /// One element at a multi-index, whatever the strides.
+    pub fn get<T: Element>(&self, index: &[i64]) -> Result<T> {
+        self.check_element::<T>()?;
+        if index.len() != self.meta.shape.len() {
+            return Err(out_of_range(format!(
+                "index has {} coordinates, the buffer {} dimensions",
+                index.len(),
+                self.meta.shape.len()
+            )));
+        }
+        let mut offset = 0i64;
+        for (d, ((&i, &e), &s)) in index.iter().zip(&self.meta.shape).zip(&self.meta.strides).enumerate() {
+            if i < 0 || i >= e {
+                return Err(out_of_range(format!("index[{d}] is {i}, extent is {e}")));
+            }
+            offset += i * s;
+        }
+        let p = (self.data_ptr() as *const u8).wrapping_offset(offset as isize * mem::size_of::<T>() as isize);
+        // SAFETY: the index is in bounds of a view the library validated.
+        Ok(unsafe { ptr::read_unaligned(p as *const T) })
+    }
+
+    /// All elements as a compact row-major `Vec`, whatever the strides
+    /// (`dlb_copy_to_contiguous`).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.check_element::<T>()?;
+        let n = usize::try_from(self.numel()).map_err(|_| Error::new(Status::Overflow, "too many elements"))?;
+        let view = self.dltensor()?;
+        let mut out: Vec<T> = Vec::with_capacity(n);
+        let bytes = (n * mem::size_of::<T>()) as u64;
+        // SAFETY: view is the library's own view of live memory; out has room
+        // for n elements.
+        check(unsafe { ffi::dlb_copy_to_contiguous(&view, out.as_mut_ptr() as *mut c_void, bytes) })?;
+        // SAFETY: the copy wrote all n elements.
+        unsafe { out.set_len(n) };
+        Ok(out)
+    }
+}

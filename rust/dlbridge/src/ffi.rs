@@ -1,0 +1,326 @@
+//! Raw declarations of the C surface in `include/dlbridge/dlbridge.h` and of
+//! the DLPack structs it uses, written by hand to match the header exactly
+//! (the `layout` test compares sizes and offsets with the C compiler's).
+//!
+//! Everything here is `unsafe` to call; the safe API is in the crate root.
+
+#![allow(non_camel_case_types, non_upper_case_globals)]
+
+use std::ffi::{c_char, c_void};
+
+/// `DLDeviceType` (a C enum, `int` sized).
+pub type DLDeviceType = i32;
+
+pub const kDLCPU: DLDeviceType = 1;
+pub const kDLCUDA: DLDeviceType = 2;
+pub const kDLCUDAHost: DLDeviceType = 3;
+pub const kDLOpenCL: DLDeviceType = 4;
+pub const kDLVulkan: DLDeviceType = 7;
+pub const kDLMetal: DLDeviceType = 8;
+pub const kDLVPI: DLDeviceType = 9;
+pub const kDLROCM: DLDeviceType = 10;
+pub const kDLROCMHost: DLDeviceType = 11;
+pub const kDLExtDev: DLDeviceType = 12;
+pub const kDLCUDAManaged: DLDeviceType = 13;
+pub const kDLOneAPI: DLDeviceType = 14;
+pub const kDLWebGPU: DLDeviceType = 15;
+pub const kDLHexagon: DLDeviceType = 16;
+pub const kDLMAIA: DLDeviceType = 17;
+pub const kDLTrn: DLDeviceType = 18;
+
+/// `DLDataTypeCode` values (stored in the `u8` `code` field).
+pub const kDLInt: u8 = 0;
+pub const kDLUInt: u8 = 1;
+pub const kDLFloat: u8 = 2;
+pub const kDLOpaqueHandle: u8 = 3;
+pub const kDLBfloat: u8 = 4;
+pub const kDLComplex: u8 = 5;
+pub const kDLBool: u8 = 6;
+
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+
+/// A device: type and ordinal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DLDevice {
+    pub device_type: DLDeviceType,
+    pub device_id: i32,
+}
+
+/// An element type: code, bits per lane, lanes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+/// A tensor view; strides are in elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DLTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+/// The legacy (pre-1.0) managed tensor.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensor {
+    pub dl_tensor: DLTensor,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensor)>,
+}
+
+/// A DLPack ABI version.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DLPackVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// The DLPack 1.x managed tensor.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    pub version: DLPackVersion,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensorVersioned)>,
+    pub flags: u64,
+    pub dl_tensor: DLTensor,
+}
+
+pub type dlb_status = i32;
+
+pub const DLB_OK: dlb_status = 0;
+pub const DLB_ERR_INVALID_ARGUMENT: dlb_status = 1;
+pub const DLB_ERR_OUT_OF_MEMORY: dlb_status = 2;
+pub const DLB_ERR_DELETED: dlb_status = 3;
+pub const DLB_ERR_NOT_ZERO_COPY: dlb_status = 4;
+pub const DLB_ERR_UNSUPPORTED_DTYPE: dlb_status = 5;
+pub const DLB_ERR_UNSUPPORTED_DEVICE: dlb_status = 6;
+pub const DLB_ERR_UNSUPPORTED_LAYOUT: dlb_status = 7;
+pub const DLB_ERR_READ_ONLY: dlb_status = 8;
+pub const DLB_ERR_VERSION: dlb_status = 9;
+pub const DLB_ERR_OVERFLOW: dlb_status = 10;
+pub const DLB_ERR_MALFORMED: dlb_status = 11;
+pub const DLB_ERR_ALIGNMENT: dlb_status = 12;
+pub const DLB_ERR_BACKEND: dlb_status = 13;
+pub const DLB_ERR_INTERNAL: dlb_status = 14;
+pub const DLB_STATUS_COUNT: dlb_status = 15;
+
+pub const DLB_VERSION_MAJOR: u32 = 0;
+pub const DLB_VERSION_MINOR: u32 = 1;
+pub const DLB_VERSION_PATCH: u32 = 0;
+pub const DLB_DLPACK_MAJOR: u32 = 1;
+pub const DLB_DLPACK_MINOR: u32 = 3;
+pub const DLB_MAX_NDIM: i32 = 64;
+
+pub const DLB_BUFFER_READ_ONLY: u64 = 1 << 0;
+pub const DLB_BUFFER_IMMUTABLE: u64 = 1 << 1;
+pub const DLB_BUFFER_DELETED: u64 = 1 << 8;
+pub const DLB_BUFFER_COPIED: u64 = 1 << 9;
+pub const DLB_BUFFER_IMPORTED: u64 = 1 << 10;
+pub const DLB_BUFFER_BACKEND: u64 = 1 << 11;
+
+/// `dlb_copy_policy` (a C enum, `int` sized).
+pub type dlb_copy_policy = i32;
+pub const DLB_COPY_IF_NEEDED: dlb_copy_policy = 0;
+pub const DLB_COPY_NEVER: dlb_copy_policy = 1;
+pub const DLB_COPY_ALWAYS: dlb_copy_policy = 2;
+
+pub const DLB_EXPORT_READ_ONLY: u64 = 1 << 0;
+pub const DLB_EXPORT_ALLOW_READ_ONLY_LEGACY: u64 = 1 << 1;
+pub const DLB_STREAM_NONE: i64 = 0;
+
+pub const DLB_IMPORT_LEGACY_READ_ONLY: u64 = 1 << 0;
+
+pub const DLB_VALIDATE_CONTIGUOUS: u32 = 1 << 0;
+pub const DLB_VALIDATE_STRIDES_REQUIRED: u32 = 1 << 1;
+
+pub const DLB_LAYOUT_STRIDED: i32 = 0;
+pub const DLB_LAYOUT_TILED: i32 = 1;
+pub const DLB_LAYOUT_MULTI_PART: i32 = 2;
+pub const DLB_LAYOUT_DYNAMIC: i32 = 3;
+
+/// Opaque reference-counted buffer handle.
+#[repr(C)]
+pub struct dlb_buffer {
+    _opaque: [u8; 0],
+    _not_send_sync: std::marker::PhantomData<*mut u8>,
+}
+
+/// Opaque reference-counted backend handle.
+#[repr(C)]
+pub struct dlb_backend {
+    _opaque: [u8; 0],
+    _not_send_sync: std::marker::PhantomData<*mut u8>,
+}
+
+/// Release callback of `dlb_buffer_wrap`.
+pub type dlb_release_fn = Option<unsafe extern "C" fn(ctx: *mut c_void)>;
+
+/// Options of `dlb_export_versioned` / `dlb_export_legacy`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dlb_export_options {
+    pub struct_size: usize,
+    pub copy: i32,
+    pub has_target_device: i32,
+    pub target_device: DLDevice,
+    pub stream: i64,
+    pub flags: u64,
+}
+
+/// Options of `dlb_import_versioned` / `dlb_import_legacy`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dlb_import_options {
+    pub struct_size: usize,
+    pub require_alignment: u64,
+    pub require_contiguous: i32,
+    pub require_writable: i32,
+    pub flags: u64,
+}
+
+/// The callbacks of a backend; zero-fill (`Default`), set `struct_size`, fill in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dlb_backend_vtable {
+    pub struct_size: usize,
+    pub name: *const c_char,
+    pub acquire_access: Option<
+        unsafe extern "C" fn(
+            ctx: *mut c_void,
+            storage: *mut c_void,
+            data: *mut *mut c_void,
+            access_ref: *mut *mut c_void,
+        ) -> i32,
+    >,
+    pub release_access:
+        Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, access_ref: *mut c_void)>,
+    pub copy_to_host: Option<
+        unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, dst: *mut c_void, dst_size: u64) -> i32,
+    >,
+    pub wait_ready: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, stream: i64) -> i32>,
+    pub free_storage: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void)>,
+    pub query_layout: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void) -> i32>,
+    pub destroy: Option<unsafe extern "C" fn(ctx: *mut c_void)>,
+}
+
+impl Default for dlb_backend_vtable {
+    fn default() -> Self {
+        dlb_backend_vtable {
+            struct_size: std::mem::size_of::<dlb_backend_vtable>(),
+            name: std::ptr::null(),
+            acquire_access: None,
+            release_access: None,
+            copy_to_host: None,
+            wait_ready: None,
+            free_storage: None,
+            query_layout: None,
+            destroy: None,
+        }
+    }
+}
+
+extern "C" {
+    // Version
+    pub fn dlb_version_string() -> *const c_char;
+    pub fn dlb_version_number() -> u32;
+    pub fn dlb_dlpack_version() -> DLPackVersion;
+
+    // Status and errors
+    pub fn dlb_status_name(code: dlb_status) -> *const c_char;
+    pub fn dlb_last_error_message() -> *const c_char;
+    pub fn dlb_last_error_code() -> dlb_status;
+    pub fn dlb_clear_last_error();
+
+    // Data types
+    pub fn dlb_dtype_check(dtype: DLDataType) -> dlb_status;
+    pub fn dlb_dtype_name(dtype: DLDataType, out: *mut c_char, out_size: usize) -> dlb_status;
+    pub fn dlb_dtype_from_name(name: *const c_char, out: *mut DLDataType) -> dlb_status;
+
+    // Buffers
+    pub fn dlb_buffer_alloc(
+        device: DLDevice,
+        dtype: DLDataType,
+        ndim: i32,
+        shape: *const i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_buffer_wrap(
+        view: *const DLTensor,
+        flags: u64,
+        release: dlb_release_fn,
+        ctx: *mut c_void,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_buffer_retain(buffer: *mut dlb_buffer) -> *mut dlb_buffer;
+    pub fn dlb_buffer_release(buffer: *mut dlb_buffer);
+    pub fn dlb_buffer_delete(buffer: *mut dlb_buffer) -> dlb_status;
+    pub fn dlb_buffer_dltensor(buffer: *const dlb_buffer, out: *mut DLTensor) -> dlb_status;
+    pub fn dlb_buffer_flags(buffer: *const dlb_buffer) -> u64;
+    pub fn dlb_buffer_nbytes(buffer: *const dlb_buffer) -> u64;
+    pub fn dlb_buffer_refcount(buffer: *const dlb_buffer) -> i64;
+    pub fn dlb_buffer_to_host(buffer: *mut dlb_buffer, out: *mut *mut dlb_buffer) -> dlb_status;
+
+    // Export
+    pub fn dlb_export_options_init(options: *mut dlb_export_options);
+    pub fn dlb_export_versioned(
+        buffer: *mut dlb_buffer,
+        options: *const dlb_export_options,
+        out: *mut *mut DLManagedTensorVersioned,
+    ) -> dlb_status;
+    pub fn dlb_export_legacy(
+        buffer: *mut dlb_buffer,
+        options: *const dlb_export_options,
+        out: *mut *mut DLManagedTensor,
+    ) -> dlb_status;
+    pub fn dlb_live_exports() -> i64;
+
+    // Import
+    pub fn dlb_import_options_init(options: *mut dlb_import_options);
+    pub fn dlb_import_versioned(
+        tensor: *mut DLManagedTensorVersioned,
+        options: *const dlb_import_options,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_import_legacy(
+        tensor: *mut DLManagedTensor,
+        options: *const dlb_import_options,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_managed_free_versioned(tensor: *mut DLManagedTensorVersioned);
+    pub fn dlb_managed_free_legacy(tensor: *mut DLManagedTensor);
+
+    // Validation and copy
+    pub fn dlb_validate(t: *const DLTensor, flags: u32) -> dlb_status;
+    pub fn dlb_copy_to_contiguous(src: *const DLTensor, dst: *mut c_void, dst_size: u64) -> dlb_status;
+
+    // Backends
+    pub fn dlb_backend_create(
+        vtable: *const dlb_backend_vtable,
+        ctx: *mut c_void,
+        out: *mut *mut dlb_backend,
+    ) -> dlb_status;
+    pub fn dlb_backend_retain(backend: *mut dlb_backend) -> *mut dlb_backend;
+    pub fn dlb_backend_release(backend: *mut dlb_backend);
+    pub fn dlb_buffer_from_backend(
+        backend: *mut dlb_backend,
+        storage: *mut c_void,
+        layout: *const DLTensor,
+        flags: u64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_backend_set_error(message: *const c_char);
+}

@@ -1,0 +1,204 @@
+//! The hand-written declarations match the C header: struct sizes, field
+//! offsets, constants, and the list of exported functions.
+
+use std::collections::BTreeMap;
+use std::mem::{align_of, offset_of, size_of};
+
+use dlbridge::ffi::*;
+
+mod c {
+    include!(concat!(env!("OUT_DIR"), "/c_layout.rs"));
+}
+
+macro_rules! layout {
+    ($m:ident; $t:ident { $($f:ident),* }) => {
+        $m.insert(format!("size_of {}", stringify!($t)), size_of::<$t>());
+        $m.insert(format!("align_of {}", stringify!($t)), align_of::<$t>());
+        $( $m.insert(format!("offset_of {}.{}", stringify!($t), stringify!($f)), offset_of!($t, $f)); )*
+    };
+}
+
+fn rust_layout() -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    layout!(m; DLDevice { device_type, device_id });
+    layout!(m; DLDataType { code, bits, lanes });
+    layout!(m; DLTensor { data, device, ndim, dtype, shape, strides, byte_offset });
+    layout!(m; DLManagedTensor { dl_tensor, manager_ctx, deleter });
+    layout!(m; DLPackVersion { major, minor });
+    layout!(m; DLManagedTensorVersioned { version, manager_ctx, deleter, flags, dl_tensor });
+    layout!(m; dlb_export_options { struct_size, copy, has_target_device, target_device, stream, flags });
+    layout!(m; dlb_import_options { struct_size, require_alignment, require_contiguous, require_writable, flags });
+    layout!(m; dlb_backend_vtable { struct_size, name, acquire_access, release_access, copy_to_host,
+                                    wait_ready, free_storage, query_layout, destroy });
+    layout!(m; dlb_status {});
+    layout!(m; dlb_copy_policy {});
+    layout!(m; DLDeviceType {});
+    m
+}
+
+#[test]
+fn struct_layouts_match_the_c_header() {
+    assert_eq!(c::C_LAYOUT_ERROR, None, "build.rs could not measure the C layouts");
+    let c_map: BTreeMap<String, usize> = c::C_LAYOUT.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let rust = rust_layout();
+    assert!(c_map.len() >= 50, "too few C measurements: {}", c_map.len());
+    let mut mismatches = Vec::new();
+    for (key, c_value) in &c_map {
+        match rust.get(key) {
+            Some(r) if r == c_value => {}
+            Some(r) => mismatches.push(format!("{key}: C {c_value}, Rust {r}")),
+            None => mismatches.push(format!("{key}: not measured on the Rust side")),
+        }
+    }
+    for key in rust.keys() {
+        if !c_map.contains_key(key) {
+            mismatches.push(format!("{key}: not measured on the C side"));
+        }
+    }
+    assert!(mismatches.is_empty(), "layout mismatches:\n{}", mismatches.join("\n"));
+    // The documented x86-64 facts, independently of the C compiler.
+    if cfg!(target_pointer_width = "64") {
+        assert_eq!(size_of::<DLTensor>(), 48);
+        assert_eq!(size_of::<DLManagedTensor>(), 64);
+        assert_eq!(size_of::<DLManagedTensorVersioned>(), 80);
+        assert_eq!(offset_of!(DLManagedTensorVersioned, flags), 24);
+        assert_eq!(offset_of!(DLManagedTensorVersioned, dl_tensor), 32);
+    }
+}
+
+#[test]
+fn constants_match_the_c_header() {
+    assert_eq!(c::C_LAYOUT_ERROR, None);
+    let rust: BTreeMap<&str, i64> = [
+        ("DLB_OK", DLB_OK as i64),
+        ("DLB_ERR_INVALID_ARGUMENT", DLB_ERR_INVALID_ARGUMENT as i64),
+        ("DLB_ERR_OUT_OF_MEMORY", DLB_ERR_OUT_OF_MEMORY as i64),
+        ("DLB_ERR_DELETED", DLB_ERR_DELETED as i64),
+        ("DLB_ERR_NOT_ZERO_COPY", DLB_ERR_NOT_ZERO_COPY as i64),
+        ("DLB_ERR_UNSUPPORTED_DTYPE", DLB_ERR_UNSUPPORTED_DTYPE as i64),
+        ("DLB_ERR_UNSUPPORTED_DEVICE", DLB_ERR_UNSUPPORTED_DEVICE as i64),
+        ("DLB_ERR_UNSUPPORTED_LAYOUT", DLB_ERR_UNSUPPORTED_LAYOUT as i64),
+        ("DLB_ERR_READ_ONLY", DLB_ERR_READ_ONLY as i64),
+        ("DLB_ERR_VERSION", DLB_ERR_VERSION as i64),
+        ("DLB_ERR_OVERFLOW", DLB_ERR_OVERFLOW as i64),
+        ("DLB_ERR_MALFORMED", DLB_ERR_MALFORMED as i64),
+        ("DLB_ERR_ALIGNMENT", DLB_ERR_ALIGNMENT as i64),
+        ("DLB_ERR_BACKEND", DLB_ERR_BACKEND as i64),
+        ("DLB_ERR_INTERNAL", DLB_ERR_INTERNAL as i64),
+        ("DLB_STATUS_COUNT", DLB_STATUS_COUNT as i64),
+        ("DLB_MAX_NDIM", DLB_MAX_NDIM as i64),
+        ("DLB_VERSION_MAJOR", DLB_VERSION_MAJOR as i64),
+        ("DLB_VERSION_MINOR", DLB_VERSION_MINOR as i64),
+        ("DLB_VERSION_PATCH", DLB_VERSION_PATCH as i64),
+        ("DLB_DLPACK_MAJOR", DLB_DLPACK_MAJOR as i64),
+        ("DLB_DLPACK_MINOR", DLB_DLPACK_MINOR as i64),
+        ("DLB_BUFFER_READ_ONLY", DLB_BUFFER_READ_ONLY as i64),
+        ("DLB_BUFFER_IMMUTABLE", DLB_BUFFER_IMMUTABLE as i64),
+        ("DLB_BUFFER_DELETED", DLB_BUFFER_DELETED as i64),
+        ("DLB_BUFFER_COPIED", DLB_BUFFER_COPIED as i64),
+        ("DLB_BUFFER_IMPORTED", DLB_BUFFER_IMPORTED as i64),
+        ("DLB_BUFFER_BACKEND", DLB_BUFFER_BACKEND as i64),
+        ("DLB_COPY_IF_NEEDED", DLB_COPY_IF_NEEDED as i64),
+        ("DLB_COPY_NEVER", DLB_COPY_NEVER as i64),
+        ("DLB_COPY_ALWAYS", DLB_COPY_ALWAYS as i64),
+        ("DLB_EXPORT_READ_ONLY", DLB_EXPORT_READ_ONLY as i64),
+        ("DLB_EXPORT_ALLOW_READ_ONLY_LEGACY", DLB_EXPORT_ALLOW_READ_ONLY_LEGACY as i64),
+        ("DLB_STREAM_NONE", DLB_STREAM_NONE),
+        ("DLB_IMPORT_LEGACY_READ_ONLY", DLB_IMPORT_LEGACY_READ_ONLY as i64),
+        ("DLB_VALIDATE_CONTIGUOUS", DLB_VALIDATE_CONTIGUOUS as i64),
+        ("DLB_VALIDATE_STRIDES_REQUIRED", DLB_VALIDATE_STRIDES_REQUIRED as i64),
+        ("DLB_LAYOUT_STRIDED", DLB_LAYOUT_STRIDED as i64),
+        ("DLB_LAYOUT_TILED", DLB_LAYOUT_TILED as i64),
+        ("DLB_LAYOUT_MULTI_PART", DLB_LAYOUT_MULTI_PART as i64),
+        ("DLB_LAYOUT_DYNAMIC", DLB_LAYOUT_DYNAMIC as i64),
+        ("DLPACK_FLAG_BITMASK_READ_ONLY", DLPACK_FLAG_BITMASK_READ_ONLY as i64),
+        ("DLPACK_FLAG_BITMASK_IS_COPIED", DLPACK_FLAG_BITMASK_IS_COPIED as i64),
+        ("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED", DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED as i64),
+        ("kDLCPU", kDLCPU as i64),
+        ("kDLCUDA", kDLCUDA as i64),
+        ("kDLCUDAHost", kDLCUDAHost as i64),
+        ("kDLOpenCL", kDLOpenCL as i64),
+        ("kDLVulkan", kDLVulkan as i64),
+        ("kDLMetal", kDLMetal as i64),
+        ("kDLVPI", kDLVPI as i64),
+        ("kDLROCM", kDLROCM as i64),
+        ("kDLROCMHost", kDLROCMHost as i64),
+        ("kDLExtDev", kDLExtDev as i64),
+        ("kDLCUDAManaged", kDLCUDAManaged as i64),
+        ("kDLOneAPI", kDLOneAPI as i64),
+        ("kDLWebGPU", kDLWebGPU as i64),
+        ("kDLHexagon", kDLHexagon as i64),
+        ("kDLMAIA", kDLMAIA as i64),
+        ("kDLTrn", kDLTrn as i64),
+        ("kDLInt", kDLInt as i64),
+        ("kDLUInt", kDLUInt as i64),
+        ("kDLFloat", kDLFloat as i64),
+        ("kDLOpaqueHandle", kDLOpaqueHandle as i64),
+        ("kDLBfloat", kDLBfloat as i64),
+        ("kDLComplex", kDLComplex as i64),
+        ("kDLBool", kDLBool as i64),
+    ]
+    .into_iter()
+    .collect();
+    let mut mismatches = Vec::new();
+    for (name, c_value) in c::C_CONSTANTS {
+        match rust.get(name) {
+            Some(r) if r == c_value => {}
+            Some(r) => mismatches.push(format!("{name}: C {c_value}, Rust {r}")),
+            None => mismatches.push(format!("{name}: no Rust constant")),
+        }
+    }
+    assert_eq!(c::C_CONSTANTS.len(), rust.len(), "the two constant tables differ in length");
+    assert!(mismatches.is_empty(), "constant mismatches:\n{}", mismatches.join("\n"));
+}
+
+/// Every `dlb_` function of the header except the Python-only ones is
+/// declared in `ffi` (the table below only compiles if it is).
+#[test]
+fn every_header_function_is_declared() {
+    let declared: &[(&str, *const ())] = &[
+        ("dlb_version_string", dlb_version_string as *const ()),
+        ("dlb_version_number", dlb_version_number as *const ()),
+        ("dlb_dlpack_version", dlb_dlpack_version as *const ()),
+        ("dlb_status_name", dlb_status_name as *const ()),
+        ("dlb_last_error_message", dlb_last_error_message as *const ()),
+        ("dlb_last_error_code", dlb_last_error_code as *const ()),
+        ("dlb_clear_last_error", dlb_clear_last_error as *const ()),
+        ("dlb_dtype_check", dlb_dtype_check as *const ()),
+        ("dlb_dtype_name", dlb_dtype_name as *const ()),
+        ("dlb_dtype_from_name", dlb_dtype_from_name as *const ()),
+        ("dlb_buffer_alloc", dlb_buffer_alloc as *const ()),
+        ("dlb_buffer_wrap", dlb_buffer_wrap as *const ()),
+        ("dlb_buffer_retain", dlb_buffer_retain as *const ()),
+        ("dlb_buffer_release", dlb_buffer_release as *const ()),
+        ("dlb_buffer_delete", dlb_buffer_delete as *const ()),
+        ("dlb_buffer_dltensor", dlb_buffer_dltensor as *const ()),
+        ("dlb_buffer_flags", dlb_buffer_flags as *const ()),
+        ("dlb_buffer_nbytes", dlb_buffer_nbytes as *const ()),
+        ("dlb_buffer_refcount", dlb_buffer_refcount as *const ()),
+        ("dlb_buffer_to_host", dlb_buffer_to_host as *const ()),
+        ("dlb_export_options_init", dlb_export_options_init as *const ()),
+        ("dlb_export_versioned", dlb_export_versioned as *const ()),
+        ("dlb_export_legacy", dlb_export_legacy as *const ()),
+        ("dlb_live_exports", dlb_live_exports as *const ()),
+        ("dlb_import_options_init", dlb_import_options_init as *const ()),
+        ("dlb_import_versioned", dlb_import_versioned as *const ()),
+        ("dlb_import_legacy", dlb_import_legacy as *const ()),
+        ("dlb_managed_free_versioned", dlb_managed_free_versioned as *const ()),
+        ("dlb_managed_free_legacy", dlb_managed_free_legacy as *const ()),
+        ("dlb_validate", dlb_validate as *const ()),
+        ("dlb_copy_to_contiguous", dlb_copy_to_contiguous as *const ()),
+        ("dlb_backend_create", dlb_backend_create as *const ()),
+        ("dlb_backend_retain", dlb_backend_retain as *const ()),
+        ("dlb_backend_release", dlb_backend_release as *const ()),
+        ("dlb_buffer_from_backend", dlb_buffer_from_backend as *const ()),
+        ("dlb_backend_set_error", dlb_backend_set_error as *const ()),
+    ];
+    assert!(declared.iter().all(|(_, p)| !p.is_null()));
+    let header: Vec<&str> = c::HEADER_FUNCTIONS.iter().copied().filter(|n| !n.starts_with("dlb_py_")).collect();
+    assert!(header.len() >= 30, "header parse found only {} functions", header.len());
+    let missing: Vec<&&str> = header.iter().filter(|n| !declared.iter().any(|(d, _)| d == *n)).collect();
+    let extra: Vec<&str> = declared.iter().map(|(d, _)| *d).filter(|d| !header.contains(d)).collect();
+    assert!(missing.is_empty(), "declared in the header, missing in ffi: {missing:?}");
+    assert!(extra.is_empty(), "declared in ffi, not in the header: {extra:?}");
+}
