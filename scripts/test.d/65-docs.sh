@@ -72,8 +72,11 @@ dlbridge = { path = "$root/rust/dlbridge" }
 
 [workspace]
 TOML
+    # The crate's build script gives rpaths to its own tests only (cargo does
+    # not pass link arguments on to dependents), hence LD_LIBRARY_PATH here.
     (cd "$tmp/rust-example" && CARGO_TARGET_DIR="$tmp/rust-target" DLBRIDGE_LIB_DIR="$build/src" \
-       DLBRIDGE_INCLUDE_DIR="$root/include" cargo run --offline --quiet) \
+       DLBRIDGE_INCLUDE_DIR="$root/include" LD_LIBRARY_PATH="$build/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+       cargo run --offline --quiet) \
       || fail "docs/rust.md example failed"
   else
     fail "rust/dlbridge is missing, cannot run the docs/rust.md example"
