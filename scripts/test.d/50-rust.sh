@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Stage: the Rust crate (rust/dlbridge) against the freshly built library:
+# cargo test --offline, then cargo clippy -D warnings when clippy is there.
+#
+#   bash scripts/test.d/50-rust.sh <build-dir>
+set -euo pipefail
+
+build=${1:?usage: 50-rust.sh <build-dir>}
+[ -d "$build" ] || { echo "50-rust: no build directory '$build'" >&2; exit 2; }
+root=$(pwd)
+[ -f "$root/rust/dlbridge/Cargo.toml" ] || { echo "50-rust: run from the repository root" >&2; exit 2; }
+libdir=$(cd "$build/src" && pwd)
+[ -e "$libdir/libdlbridge.so" ] || { echo "50-rust: $libdir/libdlbridge.so is missing" >&2; exit 1; }
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "50-rust: cargo is not installed" >&2
+  exit 1
+fi
+
+export DLBRIDGE_LIB_DIR=$libdir
+export DLBRIDGE_INCLUDE_DIR=$root/include
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+export CARGO_TERM_COLOR=never
+cd "$root/rust/dlbridge"
+
+echo "== 50-rust: cargo test --offline (library: $libdir)"
+cargo test --offline
+
+if cargo clippy --version >/dev/null 2>&1; then
+  echo "== 50-rust: cargo clippy --offline --all-targets -- -D warnings"
+  cargo clippy --offline --all-targets -- -D warnings
+else
+  echo "== 50-rust: cargo clippy is not installed; lint step skipped"
+fi
+echo "== 50-rust: OK"
