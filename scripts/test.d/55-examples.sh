@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Stage: the C example programs of examples/. Each is compiled as strict C99
+# against the built library, run, and its output checked: producer and
+# consumer against examples/expected/ (addresses normalised), errors and
+# backend_fallback by the status lines they must print. When valgrind is
+# installed each program also runs under it, leak-checked.
+#
+#   bash scripts/test.d/55-examples.sh <build-dir>
+set -euo pipefail
+
+build=${1:?usage: 55-examples.sh <build-dir>}
+[ -d "$build" ] || { echo "55-examples: no build directory '$build'" >&2; exit 2; }
+root=$(pwd)
+[ -f "$root/examples/producer.c" ] || { echo "55-examples: run from the repository root" >&2; exit 2; }
+libdir=$(cd "$build/src" && pwd)
+[ -e "$libdir/libdlbridge.so" ] || { echo "55-examples: $libdir/libdlbridge.so is missing" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-examples.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CC=${CC:-cc}
+failed=0
+fail() { echo "55-examples: FAIL: $*" >&2; failed=1; }
+
+programs="producer consumer errors backend_fallback"
+for p in $programs; do
+  echo "== 55-examples: $p"
+  if ! "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -I "$root/include" "$root/examples/$p.c" \
+      -o "$tmp/$p" "$libdir/libdlbridge.so" 2>"$tmp/$p.cc.log"; then
+    cat "$tmp/$p.cc.log" >&2
+    fail "$p does not compile cleanly"
+    continue
+  fi
+  if ! "$tmp/$p" >"$tmp/$p.out" 2>&1; then
+    cat "$tmp/$p.out" >&2
+    fail "$p exited with a failure"
+    continue
+  fi
+  cat "$tmp/$p.out"
+done
+
+normalise() { sed -E 's/0x[0-9a-f]+/0xADDR/g' "$1"; }
+for p in producer consumer; do
+  [ -f "$tmp/$p.out" ] || continue
+  if ! diff -u "$root/examples/expected/$p.txt" <(normalise "$tmp/$p.out"); then
+    fail "$p output differs from examples/expected/$p.txt"
+  fi
+done
+
+# Lines that must appear, fixed strings, one per line.
+expect_lines() {
+  local out=$1; shift
+  local line
+  for line in "$@"; do
+    grep -qF -- "$line" "$out" || fail "$(basename "$out" .out): missing line '$line'"
+  done
+}
+if [ -f "$tmp/errors.out" ]; then
+  expect_lines "$tmp/errors.out" \
+    "status:  DLB_ERR_MALFORMED (11)" "message: shape[1] is -3" \
+    "status:  DLB_ERR_UNSUPPORTED_DTYPE (5)" \
+    "status:  DLB_ERR_INVALID_ARGUMENT (1)" \
+    "status:  DLB_ERR_DELETED (3)" \
+    "status:  DLB_ERR_READ_ONLY (8)" \
+    "status:  DLB_ERR_VERSION (9)" \
+    "dlb_status_name(99) = DLB_UNKNOWN_STATUS" \
+    "6 of 6 calls failed as documented; live exports: 0"
+  if grep -qE '^  message: *$' "$tmp/errors.out"; then fail "errors: a failing call left an empty message"; fi
+fi
+if [ -f "$tmp/backend_fallback.out" ]; then
+  expect_lines "$tmp/backend_fallback.out" \
+    "export, copy=IF_NEEDED -> DLB_OK" \
+    "device cpu:0, IS_COPIED yes, values 1.5 3 4.5 6 7.5 9" \
+    "export, copy=NEVER -> DLB_ERR_NOT_ZERO_COPY" \
+    "backend 'remote'" \
+    "export after dlb_buffer_delete -> DLB_ERR_DELETED" \
+    "remote: storage freed" \
+    "live exports: 0"
+fi
+
+if command -v valgrind >/dev/null 2>&1; then
+  for p in $programs; do
+    [ -x "$tmp/$p" ] || continue
+    echo "== 55-examples: valgrind $p"
+    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+      "$tmp/$p" >"$tmp/$p.vg.out" 2>&1 || { cat "$tmp/$p.vg.out" >&2; fail "$p under valgrind"; }
+  done
+else
+  echo "== 55-examples: valgrind not installed; memory check skipped"
+fi
+
+if [ "$failed" -ne 0 ]; then
+  echo "55-examples: FAILED" >&2
+  exit 1
+fi
+echo "== 55-examples: OK"
