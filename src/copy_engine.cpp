@@ -26,7 +26,10 @@
 #include "copy_engine.hpp"
 
 #include <cstring>
-#include <type_traits>
+
+#if defined(__SSE2__) && !defined(DLB_COPY_NO_SIMD)
+#include <emmintrin.h>
+#endif
 
 namespace dlb {
 namespace {
@@ -96,6 +99,89 @@ void gather_row_any(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n
   }
 }
 
+// Fills the compact T x T tile tmp[i][j] = *(s0 + i*sr + j*sc) with SSE2
+// register transposes, when the source runs are compact (sr == E) and the
+// width has a kernel; returns false to leave the tile to the scalar loop.
+template <std::size_t E, std::int64_t T>
+inline bool gather_tile_simd(byte* tmp, const byte* s0, std::ptrdiff_t sr,
+                             std::ptrdiff_t sc) noexcept {
+#if defined(__SSE2__) && !defined(DLB_COPY_NO_SIMD)
+  if (sr != static_cast<std::ptrdiff_t>(E)) return false;
+  if constexpr (E == 8) {
+    // 2 x 2 blocks: two source runs (j, j+1), two elements each (i, i+1).
+    for (std::int64_t j = 0; j < T; j += 2) {
+      const byte* a_row = s0 + j * sc;
+      const byte* b_row = a_row + sc;
+      for (std::int64_t i = 0; i < T; i += 2) {
+        const __m128d a = _mm_loadu_pd(reinterpret_cast<const double*>(a_row + i * 8));
+        const __m128d b = _mm_loadu_pd(reinterpret_cast<const double*>(b_row + i * 8));
+        _mm_store_pd(reinterpret_cast<double*>(tmp + (i * T + j) * 8), _mm_unpacklo_pd(a, b));
+        _mm_store_pd(reinterpret_cast<double*>(tmp + ((i + 1) * T + j) * 8), _mm_unpackhi_pd(a, b));
+      }
+    }
+    return true;
+  } else if constexpr (E == 4) {
+    // 4 x 4 blocks.
+    for (std::int64_t j = 0; j < T; j += 4) {
+      const byte* r0 = s0 + j * sc;
+      for (std::int64_t i = 0; i < T; i += 4) {
+        __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + i * 4));
+        __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + sc + i * 4));
+        __m128 c = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + 2 * sc + i * 4));
+        __m128 d = _mm_loadu_ps(reinterpret_cast<const float*>(r0 + 3 * sc + i * 4));
+        _MM_TRANSPOSE4_PS(a, b, c, d);
+        _mm_store_ps(reinterpret_cast<float*>(tmp + (i * T + j) * 4), a);
+        _mm_store_ps(reinterpret_cast<float*>(tmp + ((i + 1) * T + j) * 4), b);
+        _mm_store_ps(reinterpret_cast<float*>(tmp + ((i + 2) * T + j) * 4), c);
+        _mm_store_ps(reinterpret_cast<float*>(tmp + ((i + 3) * T + j) * 4), d);
+      }
+    }
+    return true;
+  } else if constexpr (E == 2) {
+    // 8 x 8 blocks of 16-bit lanes: three rounds of interleaving.
+    for (std::int64_t j = 0; j < T; j += 8) {
+      const byte* r0 = s0 + j * sc;
+      for (std::int64_t i = 0; i < T; i += 8) {
+        __m128i x[8];
+        for (int r = 0; r < 8; ++r) {
+          x[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + r * sc + i * 2));
+        }
+        __m128i y[8];
+        for (int r = 0; r < 4; ++r) {
+          y[2 * r] = _mm_unpacklo_epi16(x[2 * r], x[2 * r + 1]);
+          y[2 * r + 1] = _mm_unpackhi_epi16(x[2 * r], x[2 * r + 1]);
+        }
+        // y[0] = a0 b0 a1 b1 a2 b2 a3 b3, y[2] = c0 d0 ..., y[4] = e0 f0 ..., y[6] = g0 h0 ...
+        __m128i z[8];
+        z[0] = _mm_unpacklo_epi32(y[0], y[2]);  // a0 b0 c0 d0 a1 b1 c1 d1
+        z[1] = _mm_unpackhi_epi32(y[0], y[2]);  // a2 b2 c2 d2 a3 b3 c3 d3
+        z[2] = _mm_unpacklo_epi32(y[1], y[3]);  // a4 .. d4 a5 .. d5
+        z[3] = _mm_unpackhi_epi32(y[1], y[3]);  // a6 .. d6 a7 .. d7
+        z[4] = _mm_unpacklo_epi32(y[4], y[6]);  // e0 .. h0 e1 .. h1
+        z[5] = _mm_unpackhi_epi32(y[4], y[6]);
+        z[6] = _mm_unpacklo_epi32(y[5], y[7]);
+        z[7] = _mm_unpackhi_epi32(y[5], y[7]);
+        const __m128i out[8] = {
+            _mm_unpacklo_epi64(z[0], z[4]), _mm_unpackhi_epi64(z[0], z[4]),
+            _mm_unpacklo_epi64(z[1], z[5]), _mm_unpackhi_epi64(z[1], z[5]),
+            _mm_unpacklo_epi64(z[2], z[6]), _mm_unpackhi_epi64(z[2], z[6]),
+            _mm_unpacklo_epi64(z[3], z[7]), _mm_unpackhi_epi64(z[3], z[7]),
+        };
+        for (int r = 0; r < 8; ++r) {
+          _mm_store_si128(reinterpret_cast<__m128i*>(tmp + ((i + r) * T + j) * 2), out[r]);
+        }
+      }
+    }
+    return true;
+  }
+#endif
+  (void)tmp;
+  (void)s0;
+  (void)sr;
+  (void)sc;
+  return false;
+}
+
 // A 2-D block: dst[i][j] (row pitch dr bytes, compact rows) receives the
 // element at src + i*sr + j*sc, for i < rows, j < cols. Used when |sr| is
 // the tighter source stride, so reading down a destination column walks the
@@ -122,10 +208,12 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
             // alias in the cache (power-of-two pitches) cost nothing extra.
             alignas(64) byte tmp[T * T * E];
             const byte* s0 = src + ti * sr + tj * sc;
-            for (std::int64_t j = 0; j < T; ++j) {
-              const byte* s = s0 + j * sc;
-              for (std::int64_t i = 0; i < T; ++i) {
-                move_elem<E>(tmp + (i * T + j) * static_cast<std::ptrdiff_t>(E), s + i * sr);
+            if (!gather_tile_simd<E, T>(tmp, s0, sr, sc)) {
+              for (std::int64_t j = 0; j < T; ++j) {
+                const byte* s = s0 + j * sc;
+                for (std::int64_t i = 0; i < T; ++i) {
+                  move_elem<E>(tmp + (i * T + j) * static_cast<std::ptrdiff_t>(E), s + i * sr);
+                }
               }
             }
             byte* d0 = dst + ti * dr + tj * static_cast<std::ptrdiff_t>(E);
