@@ -35,8 +35,9 @@ _P = _lib.pydll
 _C = _lib.cdll
 _export_capsule = _lib.export_capsule
 _import_capsule = _lib.import_capsule
-_release = _P.dlb_buffer_release
+_release = _lib.buffer_release
 _c_void_p = _ct.c_void_p
+_object_new = object.__new__
 
 # DLPack version this binding asks producers for.
 _MAX_VERSION = (1, 3)
@@ -84,6 +85,9 @@ def _dtype_name(dtype):
     return name
 
 
+_COMPLEX_NAMES = {"complex32": 32, "complex64": 64, "complex128": 128, "complex": 128}
+
+
 def _parse_dtype(dtype):
     """A DLDataType from a name, a numpy dtype or scalar type, or a torch dtype."""
     if isinstance(dtype, str):
@@ -95,6 +99,11 @@ def _parse_dtype(dtype):
     if name.startswith("torch."):
         name = name[len("torch."):]
     out = _lib.DLDataType()
+    if name in _COMPLEX_NAMES:
+        # Parsed here: the library's parser reads the 'x' of "complex" as a
+        # lane suffix ("x64") and refuses these names.
+        out.code, out.bits, out.lanes = 5, _COMPLEX_NAMES[name], 1
+        return out
     _check(_P.dlb_dtype_from_name(name.encode("ascii", "replace"), _ct.byref(out)))
     return out
 
@@ -356,7 +365,15 @@ def from_dlpack(obj, *, device=None, copy=None):
     """
     producer = type(obj)
     if device is None and copy is None and producer in _legacy_producers:
-        return _import(obj.__dlpack__())
+        # The hot path, inlined: one call into the producer, one into C.
+        h = _c_void_p()
+        status = _import_capsule(obj.__dlpack__(), None, h)
+        if status != 0:
+            raise _last_error(status)
+        t = _object_new(Tensor)
+        t._h = h
+        t._meta = None
+        return t
 
     if device is not None:
         try:

@@ -197,3 +197,8 @@ import_capsule = _declare(
 )
 wrap_buffer = _declare(pydll, "dlb_py_wrap_buffer", _i32, [ctypes.py_object, ctypes.POINTER(_vp)])
 release_object = pydll.dlb_py_release_object
+
+# Called from Tensor.__del__ with a c_void_p: no argtypes, so no from_param.
+buffer_release = ctypes.PyDLL(path).dlb_buffer_release
+buffer_release.restype = None
+buffer_release.argtypes = None

@@ -1,0 +1,47 @@
+"""Shared fixtures: every test must leave no managed tensor alive."""
+
+import gc
+
+import pytest
+
+import dlbridge
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_exports():
+    gc.collect()
+    start = dlbridge.live_exports()
+    yield
+    gc.collect()
+    assert dlbridge.live_exports() == start, "exports leaked by the test"
+
+
+def capsule_name(capsule):
+    """The name of a PyCapsule, read through the C API."""
+    import ctypes
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype = ctypes.c_char_p
+    get_name.argtypes = [ctypes.py_object]
+    return get_name(capsule).decode("ascii")
+
+
+def negative_strides_work():
+    """Whether the library accepts negative strides (a layout-check bug in
+    some builds computes the byte extent of such views as an overflow)."""
+    import numpy as np
+
+    try:
+        dlbridge.from_dlpack(np.arange(3.0)[::-1])
+    except dlbridge.Error as e:
+        if e.status_name == "DLB_ERR_OVERFLOW":
+            return False
+        raise
+    return True
+
+
+def require_negative_strides():
+    import pytest
+
+    if not negative_strides_work():
+        pytest.xfail("libdlbridge refuses negative strides with DLB_ERR_OVERFLOW (layout check bug)")
