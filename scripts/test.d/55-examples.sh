@@ -2,8 +2,9 @@
 # Stage: the C example programs of examples/. Each is compiled as strict C99
 # against the built library, run, and its output checked: producer and
 # consumer against examples/expected/ (addresses normalised), errors and
-# backend_fallback by the status lines they must print. When valgrind is
-# installed each program also runs under it, leak-checked.
+# backend_fallback by the status lines they must print; then the demo's
+# tour when numpy and torch are installed. When valgrind is installed each
+# program also runs under it, leak-checked.
 #
 #   bash scripts/test.d/55-examples.sh <build-dir>
 set -euo pipefail
@@ -76,6 +77,25 @@ if [ -f "$tmp/backend_fallback.out" ]; then
     "export after dlb_buffer_delete -> DLB_ERR_DELETED" \
     "remote: storage freed" \
     "live exports: 0"
+fi
+
+# The demo's tour (examples/demo_tour.py), when numpy and torch are there.
+if [ -x "$tmp/backend_fallback" ] && /usr/bin/python3 -c "import numpy, torch" >/dev/null 2>&1; then
+  echo "== 55-examples: demo tour"
+  if PYTHONPATH="$root/python" DLBRIDGE_LIBRARY="$libdir/libdlbridge.so" \
+      /usr/bin/python3 "$root/examples/demo_tour.py" "$tmp/backend_fallback" >"$tmp/tour.out" 2>&1; then
+    [ "$(grep -c '(same address)' "$tmp/tour.out")" -eq 4 ] || fail "demo tour: expected 4 zero-copy addresses"
+    expect_lines "$tmp/tour.out" \
+      "torch writes g[0, 1] = 42  -> numpy a[0, 1] = 42, C array[0][1] = 42" \
+      "torch.from_dlpack(tensor):  shape (3, 3), strides (1, 4)" \
+      "IS_COPIED yes" "DLB_ERR_NOT_ZERO_COPY" "DLB_ERR_DELETED" \
+      "dlbridge.live_exports() = 0 in this process"
+  else
+    cat "$tmp/tour.out" >&2
+    fail "demo tour exited with a failure"
+  fi
+else
+  echo "== 55-examples: numpy or torch missing for /usr/bin/python3; demo tour skipped"
 fi
 
 if command -v valgrind >/dev/null 2>&1; then
