@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stage: the Rust crate (rust/dlbridge) against the freshly built library:
-# cargo test --offline, then cargo clippy -D warnings when clippy is there.
+# cargo test --offline, then cargo clippy -D warnings and cargo fmt --check
+# when those tools are installed.
 #
 #   bash scripts/test.d/50-rust.sh <build-dir>
 set -euo pipefail
@@ -32,5 +33,9 @@ if cargo clippy --version >/dev/null 2>&1; then
   cargo clippy --offline --all-targets -- -D warnings
 else
   echo "== 50-rust: cargo clippy is not installed; lint step skipped"
+fi
+if cargo fmt --version >/dev/null 2>&1; then
+  echo "== 50-rust: cargo fmt --check"
+  cargo fmt --check
 fi
 echo "== 50-rust: OK"

@@ -129,13 +129,17 @@ impl Buffer {
             if n == 0 {
                 (Vec::new(), Vec::new())
             } else {
-                (
-                    std::slice::from_raw_parts(t.shape, n).to_vec(),
-                    std::slice::from_raw_parts(t.strides, n).to_vec(),
-                )
+                (std::slice::from_raw_parts(t.shape, n).to_vec(), std::slice::from_raw_parts(t.strides, n).to_vec())
             }
         };
-        let meta = Meta { device: t.device, dtype: t.dtype, shape, strides, data: t.data as usize, byte_offset: t.byte_offset };
+        let meta = Meta {
+            device: t.device,
+            dtype: t.dtype,
+            shape,
+            strides,
+            data: t.data as usize,
+            byte_offset: t.byte_offset,
+        };
         Ok(Buffer { raw, meta: Arc::new(meta) })
     }
 
@@ -213,11 +217,7 @@ impl Buffer {
         let strides_used = match strides {
             Some(s) => {
                 if s.len() != shape.len() {
-                    return Err(out_of_range(format!(
-                        "{} strides given for {} dimensions",
-                        s.len(),
-                        shape.len()
-                    )));
+                    return Err(out_of_range(format!("{} strides given for {} dimensions", s.len(), shape.len())));
                 }
                 s
             }
@@ -235,9 +235,7 @@ impl Buffer {
         let offset_i = i64::try_from(offset).map_err(|_| out_of_range("offset too large"))?;
         if let Some((lo, hi)) = element_reach(shape, strides_used, offset_i)? {
             if lo < 0 || hi >= len {
-                return Err(out_of_range(format!(
-                    "the view reaches elements {lo}..={hi} but the slice has {len}"
-                )));
+                return Err(out_of_range(format!("the view reaches elements {lo}..={hi} but the slice has {len}")));
             }
         }
         let raw_slice: *mut [T] = Box::into_raw(data);

@@ -75,10 +75,7 @@ impl DLDevice {
 
     /// Whether the CPU can read this device's memory directly.
     pub fn is_host_accessible(self) -> bool {
-        matches!(
-            self.device_type,
-            ffi::kDLCPU | ffi::kDLCUDAHost | ffi::kDLROCMHost | ffi::kDLCUDAManaged
-        )
+        matches!(self.device_type, ffi::kDLCPU | ffi::kDLCUDAHost | ffi::kDLROCMHost | ffi::kDLCUDAManaged)
     }
 }
 

@@ -206,11 +206,9 @@ pub struct dlb_backend_vtable {
             access_ref: *mut *mut c_void,
         ) -> i32,
     >,
-    pub release_access:
-        Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, access_ref: *mut c_void)>,
-    pub copy_to_host: Option<
-        unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, dst: *mut c_void, dst_size: u64) -> i32,
-    >,
+    pub release_access: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, access_ref: *mut c_void)>,
+    pub copy_to_host:
+        Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, dst: *mut c_void, dst_size: u64) -> i32>,
     pub wait_ready: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void, stream: i64) -> i32>,
     pub free_storage: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void)>,
     pub query_layout: Option<unsafe extern "C" fn(ctx: *mut c_void, storage: *mut c_void) -> i32>,

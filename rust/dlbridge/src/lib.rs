@@ -25,7 +25,9 @@ pub use buffer::Buffer;
 pub use dtype::Element;
 pub use error::{status_name, Error, Result, Status};
 pub use ffi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
-pub use tensor::{import_legacy, import_versioned, CopyPolicy, ExportOptions, ImportOptions, LegacyManagedTensor, ManagedTensor};
+pub use tensor::{
+    import_legacy, import_versioned, CopyPolicy, ExportOptions, ImportOptions, LegacyManagedTensor, ManagedTensor,
+};
 
 /// The library's version, "MAJOR.MINOR.PATCH".
 pub fn version_string() -> &'static str {

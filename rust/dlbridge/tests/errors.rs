@@ -75,9 +75,8 @@ fn alloc_errors() {
     let shape = [2i64];
     let st = unsafe { ffi::dlb_buffer_alloc(DLDevice::CPU, DLDataType::F32, -1, shape.as_ptr(), &mut out) };
     assert_eq!(st, ffi::DLB_ERR_INVALID_ARGUMENT);
-    let st = unsafe {
-        ffi::dlb_buffer_alloc(DLDevice::new(ffi::kDLCUDA, 0), DLDataType::F32, 1, shape.as_ptr(), &mut out)
-    };
+    let st =
+        unsafe { ffi::dlb_buffer_alloc(DLDevice::new(ffi::kDLCUDA, 0), DLDataType::F32, 1, shape.as_ptr(), &mut out) };
     assert_eq!(st, ffi::DLB_ERR_UNSUPPORTED_DEVICE);
     assert_eq!(out, sentinel);
     unsafe { ffi::dlb_clear_last_error() };

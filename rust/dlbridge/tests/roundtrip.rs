@@ -237,7 +237,10 @@ fn copy_only_backend_exports_by_copying() {
 fn versions_and_dtype_names() {
     let v = dlbridge::version_string();
     assert_eq!(v.split('.').count(), 3, "{v}");
-    assert_eq!(dlbridge::version_number(), ffi::DLB_VERSION_MAJOR * 10000 + ffi::DLB_VERSION_MINOR * 100 + ffi::DLB_VERSION_PATCH);
+    assert_eq!(
+        dlbridge::version_number(),
+        ffi::DLB_VERSION_MAJOR * 10000 + ffi::DLB_VERSION_MINOR * 100 + ffi::DLB_VERSION_PATCH
+    );
     assert_eq!(dlbridge::dlpack_version().major, ffi::DLB_DLPACK_MAJOR);
     assert_eq!(DLDataType::F32.name().unwrap(), "float32");
     assert_eq!(DLDataType::from_name("uint8").unwrap(), DLDataType::U8);

@@ -30,9 +30,8 @@ fn exports_made_here_dropped_on_other_threads() {
         .into_iter()
         .map(|t| {
             thread::spawn(move || {
-                let sum: f64 = unsafe { std::slice::from_raw_parts(t.data_ptr().unwrap() as *const f64, 1000) }
-                    .iter()
-                    .sum();
+                let sum: f64 =
+                    unsafe { std::slice::from_raw_parts(t.data_ptr().unwrap() as *const f64, 1000) }.iter().sum();
                 drop(t);
                 sum
             })
