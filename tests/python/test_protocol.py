@@ -1,0 +1,249 @@
+"""dlbridge.Tensor as a DLPack producer: the array API's __dlpack__ rules."""
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+import dlbridge
+from dlbridge import _lib
+from conftest import capsule_name
+
+
+def flags(t):
+    return _lib.pydll.dlb_buffer_flags(t._h)
+
+
+def test_version_and_errors_are_exposed():
+    assert dlbridge.__version__.count(".") == 2
+    assert issubclass(dlbridge.Error, Exception)
+    with pytest.raises(dlbridge.Error) as info:
+        dlbridge.empty((2, -3), "float32")
+    assert info.value.status == 11
+    assert info.value.status_name == "DLB_ERR_MALFORMED"
+    assert "-3" in str(info.value)
+    with pytest.raises(dlbridge.Error) as info:
+        dlbridge.empty((2,), "float33")
+    assert info.value.status_name == "DLB_ERR_UNSUPPORTED_DTYPE"
+
+
+def test_tensor_is_not_constructed_directly():
+    with pytest.raises(TypeError):
+        dlbridge.Tensor()
+
+
+def test_properties():
+    t = dlbridge.empty((2, 3, 4), "float32")
+    assert t.shape == (2, 3, 4)
+    assert t.strides == (12, 4, 1)
+    assert t.dtype == "float32"
+    assert t.device == (1, 0)
+    assert t.__dlpack_device__() == (1, 0)
+    assert t.readonly is False
+    assert t.nbytes == 96
+    assert t.ndim == 3 and t.size == 24 and len(t) == 2
+    assert t.data_ptr != 0 and t.data_ptr % 64 == 0
+    assert "float32" in repr(t) and "(2, 3, 4)" in repr(t)
+    z = dlbridge.empty((), "bfloat16")
+    assert z.shape == () and z.strides == () and z.dtype == "bfloat16" and z.size == 1
+
+
+@pytest.mark.parametrize(
+    "max_version, name",
+    [(None, "dltensor"), ((0, 8), "dltensor"), ((1, 0), "dltensor_versioned"),
+     ((1, 3), "dltensor_versioned"), ((2, 0), "dltensor_versioned")],
+)
+def test_max_version_picks_the_capsule(max_version, name):
+    t = dlbridge.empty((2,), "int32")
+    cap = t.__dlpack__(max_version=max_version)
+    assert capsule_name(cap) == name
+    assert dlbridge.live_exports() == 1
+    del cap  # never consumed: the destructor runs the deleter once
+    assert dlbridge.live_exports() == 0
+
+
+def test_versioned_capsule_has_version_and_flags():
+    t = dlbridge.from_buffer(b"abcdefgh")
+    cap = t.__dlpack__(max_version=(1, 0))
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    address = get(cap, b"dltensor_versioned")
+    version = _lib.DLPackVersion.from_address(address)
+    assert (version.major, version.minor) == (1, 3)
+    mt_flags = ctypes.c_uint64.from_address(address + 24).value
+    assert mt_flags & 1  # READ_ONLY
+    del cap
+
+
+def test_copy_argument():
+    t = dlbridge.empty((4,), "float64")
+    np.copyto  # noqa: B018 (numpy imported for the views below)
+    same = dlbridge.from_dlpack(t, copy=False)
+    assert same.data_ptr == t.data_ptr
+    assert not flags(same) & _lib.DLB_BUFFER_COPIED
+    fresh = dlbridge.from_dlpack(t, copy=True)
+    assert fresh.data_ptr != t.data_ptr
+    assert flags(fresh) & _lib.DLB_BUFFER_COPIED
+    with pytest.raises(TypeError):
+        t.__dlpack__(copy="yes")
+
+
+def test_copy_of_strided_view_is_compact():
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)[:, ::2].T
+    t = dlbridge.from_dlpack(a)
+    c = dlbridge.from_dlpack(t, copy=True)
+    assert c.strides == (4, 1)
+    np.testing.assert_array_equal(np.from_dlpack(c), a)
+
+
+def test_dl_device():
+    t = dlbridge.empty((2,), "float32")
+    same = dlbridge.from_dlpack(t, device=(1, 0))
+    assert same.data_ptr == t.data_ptr
+    with pytest.raises(BufferError):
+        t.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(t, device=(2, 0))
+    with pytest.raises(TypeError):
+        t.__dlpack__(dl_device="cpu")
+
+
+def test_stream_must_be_none_on_cpu():
+    t = dlbridge.empty((2,), "float32")
+    assert capsule_name(t.__dlpack__(stream=None)) == "dltensor"
+    with pytest.raises(ValueError):
+        t.__dlpack__(stream=1)
+    with pytest.raises(ValueError):
+        t.__dlpack__(stream=-1, max_version=(1, 0))
+
+
+def test_bad_max_version():
+    t = dlbridge.empty((2,), "float32")
+    with pytest.raises(TypeError):
+        t.__dlpack__(max_version=1)
+
+
+def test_deleted_tensor():
+    t = dlbridge.empty((3,), "float32")
+    before = np.from_dlpack(t)
+    torch = pytest.importorskip("torch")
+    torch.from_dlpack(t)[:] = 4.0
+    t.delete()
+    assert t.deleted
+    with pytest.raises(BufferError, match="delet"):
+        t.__dlpack__()
+    with pytest.raises(BufferError, match="delet"):
+        t.__dlpack__(max_version=(1, 0))
+    with pytest.raises(BufferError):
+        np.from_dlpack(t)
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(t)
+    # Metadata stays readable; the export made before stays valid.
+    assert t.shape == (3,) and t.dtype == "float32"
+    assert before.tolist() == [4.0, 4.0, 4.0]
+    assert "deleted" in repr(t)
+    t.delete()  # twice is harmless
+
+
+def test_read_only_legacy_export_refused_versioned_allowed():
+    t = dlbridge.from_buffer(b"\x01\x02\x03\x04")
+    assert t.readonly
+    with pytest.raises(BufferError, match="READ_ONLY"):
+        t.__dlpack__()
+    with pytest.raises(BufferError):
+        np.from_dlpack(t)  # numpy 1.24 asks for a legacy capsule
+    v = dlbridge.from_dlpack(t)  # versioned: carries READ_ONLY
+    assert v.readonly and v.data_ptr == t.data_ptr
+
+
+def test_dlbridge_to_dlbridge_is_zero_copy_and_versioned():
+    t = dlbridge.empty((5,), "uint16")
+    u = dlbridge.from_dlpack(t)
+    assert u.data_ptr == t.data_ptr
+    assert flags(u) & _lib.DLB_BUFFER_IMPORTED
+    assert type(t) not in dlbridge._legacy_producers
+    assert dlbridge.live_exports() == 1
+    del u
+    gc.collect()
+    assert dlbridge.live_exports() == 0
+
+
+def test_capsule_not_consumed_is_freed_once():
+    t = dlbridge.empty((8,), "float32")
+    before = _lib.pydll.dlb_buffer_refcount(t._h)
+    for _ in range(100):
+        t.__dlpack__()
+        t.__dlpack__(max_version=(1, 0))
+    assert dlbridge.live_exports() == 0
+    assert _lib.pydll.dlb_buffer_refcount(t._h) == before
+
+
+def test_capsule_consumed_twice_fails_cleanly():
+    t = dlbridge.empty((2,), "float32")
+    for max_version in (None, (1, 0)):
+        cap = t.__dlpack__(max_version=max_version)
+        first = dlbridge.from_dlpack(cap)
+        assert capsule_name(cap).startswith("used_")
+        with pytest.raises(dlbridge.Error, match="already consumed") as info:
+            dlbridge.from_dlpack(cap)
+        assert info.value.status_name == "DLB_ERR_INVALID_ARGUMENT"
+        assert dlbridge.live_exports() == 1
+        del cap
+        gc.collect()
+        assert dlbridge.live_exports() == 1  # first still holds it
+        assert first.data_ptr == t.data_ptr
+        del first
+        gc.collect()
+        assert dlbridge.live_exports() == 0
+
+
+def test_failed_import_leaves_capsule_unconsumed():
+    # A versioned capsule with an unknown major version: the import fails,
+    # the capsule keeps its name and its destructor frees the tensor.
+    t = dlbridge.empty((2,), "float32")
+    cap = t.__dlpack__(max_version=(1, 0))
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    version = _lib.DLPackVersion.from_address(get(cap, b"dltensor_versioned"))
+    version.major = 2
+    with pytest.raises(dlbridge.Error) as info:
+        dlbridge.from_dlpack(cap)
+    assert info.value.status_name == "DLB_ERR_VERSION"
+    del info  # its traceback holds the capsule
+    assert capsule_name(cap) == "dltensor_versioned"
+    assert dlbridge.live_exports() == 1
+    del cap
+    gc.collect()
+    assert dlbridge.live_exports() == 0
+
+
+def test_from_dlpack_rejects_non_producers():
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack([1, 2, 3])
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(dlbridge.empty((1,), "int8"), device="cpu")
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(dlbridge.empty((1,), "int8"), copy=1)
+
+
+def test_legacy_producer_with_copy_and_device():
+    a = np.arange(6, dtype=np.float32)
+    c = dlbridge.from_dlpack(a, copy=True)
+    assert c.data_ptr != a.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(c), a)
+    same = dlbridge.from_dlpack(a, device=(1, 0), copy=False)
+    assert same.data_ptr == a.ctypes.data
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(a, device=(2, 0))
+
+
+def test_dtype_arguments():
+    torch = pytest.importorskip("torch")
+    assert dlbridge.empty(3, np.dtype("int16")).dtype == "int16"
+    assert dlbridge.empty(3, np.complex64).dtype == "complex64"
+    assert dlbridge.empty(3, torch.bfloat16).dtype == "bfloat16"
+    assert dlbridge.empty(3, float).dtype == "float64"
+    assert dlbridge.empty(3, "bool").dtype == "bool"
