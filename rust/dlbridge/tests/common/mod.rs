@@ -148,7 +148,7 @@ unsafe extern "C" fn remote_destroy(ctx: *mut c_void) {
     counts.destroyed.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Creates the backend; `counts` must outlive it (tests leak a Box).
+/// Creates the backend; `counts` must outlive it (see `leak_counts`).
 pub fn remote_backend(counts: &'static RemoteCounts) -> *mut ffi::dlb_backend {
     let vt = ffi::dlb_backend_vtable {
         name: c"remote".as_ptr(),
@@ -163,6 +163,8 @@ pub fn remote_backend(counts: &'static RemoteCounts) -> *mut ffi::dlb_backend {
     out
 }
 
+/// Counts that live until the test frees them again after the backend's
+/// `destroy` ran.
 pub fn leak_counts() -> &'static RemoteCounts {
     Box::leak(Box::new(RemoteCounts {
         freed: AtomicUsize::new(0),
