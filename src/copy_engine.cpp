@@ -101,7 +101,7 @@ void gather_row_any(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n
 
 // Fills the compact T x T tile tmp[i][j] = *(s0 + i*sr + j*sc) with SSE2
 // register transposes, when the source runs are compact (sr == E) and the
-// width has a kernel; returns false to leave the tile to the scalar loop.
+// width has a kernel (1, 2, 4 and 8 bytes); returns false to leave the tile to the scalar loop.
 template <std::size_t E, std::int64_t T>
 inline bool gather_tile_simd(byte* tmp, const byte* s0, std::ptrdiff_t sr,
                              std::ptrdiff_t sc) noexcept {
@@ -169,6 +169,40 @@ inline bool gather_tile_simd(byte* tmp, const byte* s0, std::ptrdiff_t sr,
         };
         for (int r = 0; r < 8; ++r) {
           _mm_store_si128(reinterpret_cast<__m128i*>(tmp + ((i + r) * T + j) * 2), out[r]);
+        }
+      }
+    }
+    return true;
+  } else if constexpr (E == 1) {
+    // 16 x 16 blocks of bytes: four rounds of pairwise interleaving leave
+    // output row i in register bit_reverse4(i).
+    constexpr int kBitReverse4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    for (std::int64_t j = 0; j < T; j += 16) {
+      const byte* r0 = s0 + j * sc;
+      for (std::int64_t i = 0; i < T; i += 16) {
+        __m128i x[16];
+        __m128i y[16];
+        for (int r = 0; r < 16; ++r) {
+          x[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + r * sc + i));
+        }
+        for (int r = 0; r < 8; ++r) {
+          y[r] = _mm_unpacklo_epi8(x[2 * r], x[2 * r + 1]);
+          y[r + 8] = _mm_unpackhi_epi8(x[2 * r], x[2 * r + 1]);
+        }
+        for (int r = 0; r < 8; ++r) {
+          x[r] = _mm_unpacklo_epi16(y[2 * r], y[2 * r + 1]);
+          x[r + 8] = _mm_unpackhi_epi16(y[2 * r], y[2 * r + 1]);
+        }
+        for (int r = 0; r < 8; ++r) {
+          y[r] = _mm_unpacklo_epi32(x[2 * r], x[2 * r + 1]);
+          y[r + 8] = _mm_unpackhi_epi32(x[2 * r], x[2 * r + 1]);
+        }
+        for (int r = 0; r < 8; ++r) {
+          x[r] = _mm_unpacklo_epi64(y[2 * r], y[2 * r + 1]);
+          x[r + 8] = _mm_unpackhi_epi64(y[2 * r], y[2 * r + 1]);
+        }
+        for (int r = 0; r < 16; ++r) {
+          _mm_store_si128(reinterpret_cast<__m128i*>(tmp + (i + r) * T + j), x[kBitReverse4[r]]);
         }
       }
     }

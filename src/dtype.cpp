@@ -45,6 +45,31 @@ bool width_legal(const CodeInfo& info, unsigned bits) noexcept {
   return false;
 }
 
+bool match_base_name(const char* text, std::uint16_t lanes, DLDataType* out) noexcept {
+  for (unsigned code = 0; code < kCodeCount; ++code) {
+    const CodeInfo& info = kCodes[code];
+    const std::size_t len = std::strlen(info.name);
+    if (std::strncmp(text, info.name, len) != 0) continue;
+    const char* rest = text + len;
+    unsigned bits = 0;
+    if (info.name_has_width) {
+      char* end = nullptr;
+      if (*rest < '0' || *rest > '9') continue;
+      bits = static_cast<unsigned>(std::strtoul(rest, &end, 10));
+      if (*end != '\0') continue;
+    } else {
+      if (*rest != '\0') continue;
+      bits = info.widths[0];
+    }
+    if (!width_legal(info, bits)) continue;
+    out->code = static_cast<std::uint8_t>(code);
+    out->bits = static_cast<std::uint8_t>(bits);
+    out->lanes = lanes;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 dlb_status check_dtype(DLDataType dtype) noexcept {
@@ -97,37 +122,17 @@ dlb_status parse_dtype_name(const char* name, DLDataType* out) noexcept {
   for (const Alias& a : kAliases)
     if (std::strcmp(text, a.alias) == 0) std::snprintf(text, sizeof text, "%s", a.canonical);
 
-  // Split off a lane suffix "xN" (the base names contain no 'x' followed
-  // by digits only at the end).
-  unsigned long lanes = 1;
+  // The whole text as a base name; failing that, a base name with a lane
+  // suffix "xN" ("float32x4"; "complex64" is a base name, not "complE" x 64).
+  if (match_base_name(text, 1, out)) return DLB_OK;
   char* x = std::strrchr(text, 'x');
   if (x != nullptr && x[1] >= '0' && x[1] <= '9') {
     char* end = nullptr;
-    lanes = std::strtoul(x + 1, &end, 10);
-    if (*end != '\0' || lanes == 0 || lanes > 65535)
-      return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "dtype name '%s' has a bad lane count", name);
-    *x = '\0';
-  }
-  for (unsigned code = 0; code < kCodeCount; ++code) {
-    const CodeInfo& info = kCodes[code];
-    const std::size_t len = std::strlen(info.name);
-    if (std::strncmp(text, info.name, len) != 0) continue;
-    const char* rest = text + len;
-    unsigned bits = 0;
-    if (info.name_has_width) {
-      char* end = nullptr;
-      if (*rest < '0' || *rest > '9') continue;
-      bits = static_cast<unsigned>(std::strtoul(rest, &end, 10));
-      if (*end != '\0') continue;
-    } else {
-      if (*rest != '\0') continue;
-      bits = info.widths[0];
+    const unsigned long lanes = std::strtoul(x + 1, &end, 10);
+    if (*end == '\0' && lanes >= 1 && lanes <= 65535) {
+      *x = '\0';
+      if (match_base_name(text, static_cast<std::uint16_t>(lanes), out)) return DLB_OK;
     }
-    if (!width_legal(info, bits)) continue;
-    out->code = static_cast<std::uint8_t>(code);
-    out->bits = static_cast<std::uint8_t>(bits);
-    out->lanes = static_cast<std::uint16_t>(lanes);
-    return DLB_OK;
   }
   return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "'%s' is not a dtype name dlbridge knows", name);
 }

@@ -88,9 +88,9 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
   std::uint64_t span = 0;
   std::uint64_t span_bytes = 0;
   if (!out.empty) {
-    if (__builtin_sub_overflow(static_cast<std::uint64_t>(out.max_offset), static_cast<std::uint64_t>(out.min_offset),
-                               &span) ||
-        __builtin_add_overflow(span, std::uint64_t{1}, &span) ||
+    std::int64_t reach = 0;
+    if (__builtin_sub_overflow(out.max_offset, out.min_offset, &reach) ||
+        __builtin_add_overflow(static_cast<std::uint64_t>(reach), std::uint64_t{1}, &span) ||
         __builtin_mul_overflow(span, elem_bytes, &span_bytes))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte extent of the strided view overflows 64 bits", what(origin));
     if (!byte_addressable(t->dtype)) span_bytes = out.nbytes;

@@ -1,4 +1,5 @@
-/*
+/**
+ * @file dlbridge.h
  * dlbridge: DLPack export and import with correct lifetimes, behind a
  * stable C ABI.
  *
@@ -95,34 +96,44 @@ typedef struct DLManagedTensorVersioned {
  * which DLB_DLPACK_DECLARED_BY_DLBRIDGE tells the two cases apart).
  */
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE) && defined(DLPACK_VERSION) && DLPACK_VERSION < 70
-enum { kDLOneAPI = 14, kDLWebGPU = 15, kDLHexagon = 16 };
+enum {
+  kDLOneAPI = 14, /**< Intel oneAPI device (DLPack 0.7). */
+  kDLWebGPU = 15, /**< WebGPU device (DLPack 0.7). */
+  kDLHexagon = 16 /**< Qualcomm Hexagon DSP (DLPack 0.7). */
+};
 #endif
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE) && defined(DLPACK_VERSION) && DLPACK_VERSION < 80
-enum { kDLBool = 6 };
+enum {
+  kDLBool = 6 /**< Boolean type code, 8 bits per element (DLPack 0.8). */
+};
 #endif
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE)
-enum { kDLMAIA = 17 };
+enum {
+  kDLMAIA = 17 /**< Microsoft MAIA device (DLPack 1.0). */
+};
 #endif
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE) || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 1)
 enum {
-  kDLFloat8_e3m4 = 7,
-  kDLFloat8_e4m3 = 8,
-  kDLFloat8_e4m3b11fnuz = 9,
-  kDLFloat8_e4m3fn = 10,
-  kDLFloat8_e4m3fnuz = 11,
-  kDLFloat8_e5m2 = 12,
-  kDLFloat8_e5m2fnuz = 13,
-  kDLFloat8_e8m0fnu = 14,
-  kDLFloat6_e2m3fn = 15,
-  kDLFloat6_e3m2fn = 16,
-  kDLFloat4_e2m1fn = 17
+  kDLFloat8_e3m4 = 7, /**< float8, 3 exponent and 4 mantissa bits (DLPack 1.1). */
+  kDLFloat8_e4m3 = 8, /**< float8, 4 exponent and 3 mantissa bits, IEEE-like (DLPack 1.1). */
+  kDLFloat8_e4m3b11fnuz = 9, /**< float8 e4m3 with exponent bias 11, finite, no negative zero (DLPack 1.1). */
+  kDLFloat8_e4m3fn = 10, /**< float8 e4m3, finite only, NaN but no infinities (DLPack 1.1). */
+  kDLFloat8_e4m3fnuz = 11, /**< float8 e4m3, finite, no negative zero (DLPack 1.1). */
+  kDLFloat8_e5m2 = 12, /**< float8, 5 exponent and 2 mantissa bits, IEEE-like (DLPack 1.1). */
+  kDLFloat8_e5m2fnuz = 13, /**< float8 e5m2, finite, no negative zero (DLPack 1.1). */
+  kDLFloat8_e8m0fnu = 14, /**< float8 scale type: 8 exponent bits, no mantissa, unsigned (DLPack 1.1). */
+  kDLFloat6_e2m3fn = 15, /**< float6, 2 exponent and 3 mantissa bits, finite (DLPack 1.1). */
+  kDLFloat6_e3m2fn = 16, /**< float6, 3 exponent and 2 mantissa bits, finite (DLPack 1.1). */
+  kDLFloat4_e2m1fn = 17 /**< float4, 2 exponent bits and 1 mantissa bit, finite (DLPack 1.1). */
 };
 #ifndef DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
 #define DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (UINT64_C(1) << 2)
 #endif
 #endif
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE) || (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 2)
-enum { kDLTrn = 18 };
+enum {
+  kDLTrn = 18 /**< AWS Trainium device (DLPack 1.2). */
+};
 #endif
 /** @} */
 
@@ -130,6 +141,12 @@ enum { kDLTrn = 18 };
 /* Export macro                                                             */
 /* ------------------------------------------------------------------------ */
 
+/**
+ * @def DLB_API
+ * Marks a function as part of the exported C ABI: default visibility with
+ * GCC and Clang (the library is built with hidden visibility), dllexport /
+ * dllimport on Windows.
+ */
 #if defined(_WIN32)
 #if defined(DLB_BUILDING_LIBRARY)
 #define DLB_API __declspec(dllexport)
@@ -292,8 +309,10 @@ DLB_API dlb_status dlb_dtype_check(DLDataType dtype);
 /**
  * Writes the numpy-style name of a dtype ("float32", "bfloat16", "bool",
  * "complex64", "float8_e4m3fn"; "float32x4" for 4 lanes) into `out`.
+ * @param dtype the dtype to name.
  * @param out caller-owned, at least `out_size` bytes; written only on
  *        success, always NUL-terminated then.
+ * @param out_size size of `out` in bytes, NUL included.
  * @return DLB_OK; DLB_ERR_UNSUPPORTED_DTYPE for an illegal dtype;
  *         DLB_ERR_INVALID_ARGUMENT when `out` is NULL or too small.
  */
@@ -302,6 +321,7 @@ DLB_API dlb_status dlb_dtype_name(DLDataType dtype, char* out, size_t out_size);
 /**
  * Parses a name as written by dlb_dtype_name() (also "float", "int",
  * "double", "half", "complex" as numpy's aliases for 64-bit/16-bit types).
+ * @param name NUL-terminated dtype name.
  * @param out written only on success.
  * @return DLB_OK; DLB_ERR_UNSUPPORTED_DTYPE naming the string;
  *         DLB_ERR_INVALID_ARGUMENT for NULL pointers.
@@ -352,6 +372,8 @@ typedef struct dlb_buffer dlb_buffer;
  * The data is aligned to at least 64 bytes. Zero-size tensors (some extent 0)
  * and 0-d tensors (ndim 0, shape may be NULL) are allowed.
  * @param device must be {kDLCPU, 0}.
+ * @param dtype element type; must pass dlb_dtype_check().
+ * @param ndim number of dimensions, 0 to DLB_MAX_NDIM.
  * @param shape `ndim` extents, copied; may be NULL only when ndim is 0.
  * @param out on success receives a new buffer with one reference, owned by
  *        the caller (release with dlb_buffer_release). Untouched on failure,
@@ -375,11 +397,13 @@ typedef void (*dlb_release_fn)(void* ctx);
  * NULL strides meaning compact row-major, byte_offset). Its shape and strides
  * are copied; the data is not. `view->device` may be any known device type;
  * the library only reads host memory itself.
+ * @param view the memory's description; read during the call only.
  * @param flags 0 or DLB_BUFFER_READ_ONLY.
  * @param release called as release(ctx) exactly once, on whichever thread
  *        drops the last reference (handle or export), when nothing uses the
  *        memory any more. May be NULL. Never called when this function fails:
  *        the caller then still owns the memory.
+ * @param ctx passed to `release` unchanged; dlbridge never reads it.
  * @param out on success receives a new buffer with one reference owned by
  *        the caller. Untouched on failure.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL view or out, NULL shape with
@@ -423,6 +447,7 @@ DLB_API dlb_status dlb_buffer_delete(dlb_buffer* buffer);
  * `out->byte_offset` are as the buffer's memory was given (for an imported
  * tensor, exactly as the producer wrote them); for a backend buffer `data`
  * is NULL, since its memory is only reached through an export.
+ * @param buffer the buffer to describe; not modified.
  * @param out written only on success; owns nothing.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL argument);
  *         DLB_ERR_DELETED.
@@ -450,6 +475,7 @@ DLB_API int64_t dlb_buffer_refcount(const dlb_buffer* buffer);
  * aligned host buffer (a backend buffer is copied through its backend). The
  * same as JAX's `device_put(x, cpu)` followed by a fresh copy. The new
  * buffer is writable and independent of the source.
+ * @param buffer the source; not modified, keeps its references.
  * @param out on success a new buffer with one reference owned by the caller;
  *        untouched on failure, when nothing is left allocated.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT; DLB_ERR_DELETED;
@@ -531,6 +557,8 @@ DLB_API void dlb_export_options_init(dlb_export_options* options);
  * READ_ONLY when the buffer is read-only or DLB_EXPORT_READ_ONLY was asked
  * for; IS_COPIED when this export made a copy (or the buffer was imported
  * with IS_COPIED).
+ * @param buffer the buffer to export; a zero-copy export takes a reference
+ *        of its own, the caller's is unchanged.
  * @param options NULL means the defaults.
  * @param out on success receives a managed tensor owned by the caller, who
  *        must call its deleter exactly once (from any thread), or hand it to
@@ -551,6 +579,8 @@ DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_opt
  * DLB_EXPORT_READ_ONLY) is refused with DLB_ERR_READ_ONLY unless
  * DLB_EXPORT_ALLOW_READ_ONLY_LEGACY is passed, since the legacy struct has
  * no flag to carry it.
+ * @param buffer the buffer to export, as for dlb_export_versioned().
+ * @param options NULL means the defaults.
  * @param out on success owned by the caller (call its deleter once);
  *        untouched on failure.
  */
@@ -600,6 +630,7 @@ DLB_API void dlb_import_options_init(dlb_import_options* options);
  *
  * Validates it first (see dlb_validate()); a major version other than 1 is
  * DLB_ERR_VERSION, and then nothing but the stable prefix is read.
+ * @param tensor the managed tensor to take over; must not be NULL.
  * @param options NULL means the defaults.
  * @param out on success a new buffer with one reference owned by the caller;
  *        the buffer now owns `tensor` and calls its deleter exactly once,
@@ -673,6 +704,7 @@ DLB_API dlb_status dlb_validate(const DLTensor* t, uint32_t flags);
  *        CUDAManaged); read only.
  * @param dst caller-owned, `dst_size` bytes, at least the tensor's compact
  *        byte size; may be NULL only when that size is 0.
+ * @param dst_size size of `dst` in bytes.
  * @return DLB_OK; the dlb_validate() statuses; DLB_ERR_INVALID_ARGUMENT
  *         (dst too small); DLB_ERR_UNSUPPORTED_DEVICE;
  *         DLB_ERR_UNSUPPORTED_LAYOUT (strided sub-byte view).
@@ -757,6 +789,9 @@ typedef struct dlb_backend_vtable {
 
 /**
  * Creates a backend from a callback table (copied; `name` copied too).
+ * @param vtable the callbacks; struct_size must be set; read during the call.
+ * @param ctx passed to every callback and to `destroy`; owned by the backend
+ *        once this call succeeds.
  * @param out on success a backend with one reference owned by the caller.
  *        Buffers made on it hold references of their own. On failure
  *        untouched, and `destroy` is not called.
@@ -778,6 +813,8 @@ DLB_API void dlb_backend_release(dlb_backend* backend);
 
 /**
  * Makes a buffer over a backend storage.
+ * @param backend the backend; the buffer takes a reference of its own.
+ * @param storage the backend's handle for the storage, passed to its callbacks.
  * @param layout device, dtype, shape, strides (NULL: compact row-major) and
  *        byte_offset of the storage; `layout->data` is ignored. Copied.
  * @param flags 0, DLB_BUFFER_READ_ONLY, DLB_BUFFER_IMMUTABLE.
@@ -837,6 +874,8 @@ DLB_API void* dlb_py_export_capsule(dlb_buffer* buffer, const dlb_export_options
  * "dltensor", then renames the capsule "used_dltensor_versioned" /
  * "used_dltensor". The capsule is renamed only after the import succeeded;
  * on failure it is untouched and still owns its tensor.
+ * @param capsule a PyObject* (borrowed reference).
+ * @param options NULL means the defaults.
  * @param out on success a new buffer owned by the caller.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (not a capsule, or one already
  *         consumed); the dlb_import_versioned() statuses.
@@ -848,6 +887,7 @@ DLB_API dlb_status dlb_py_import_capsule(void* capsule, const dlb_import_options
  * Wraps an object exporting the Python buffer protocol, zero-copy. The
  * buffer holds the object's buffer export (PyBuffer_Release under the GIL
  * when the last reference goes); read-only objects give read-only buffers.
+ * @param obj a PyObject* (borrowed reference).
  * @param out on success a new buffer owned by the caller.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (no buffer protocol);
  *         DLB_ERR_UNSUPPORTED_DTYPE (a struct format with no DLPack dtype);

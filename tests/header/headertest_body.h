@@ -41,7 +41,7 @@ HT_CHECK(import_options_alignment, offsetof(dlb_import_options, require_alignmen
 HT_CHECK(import_options_contiguous, offsetof(dlb_import_options, require_contiguous) == 16);
 HT_CHECK(import_options_writable, offsetof(dlb_import_options, require_writable) == 20);
 HT_CHECK(import_options_flags, offsetof(dlb_import_options, flags) == 24);
-HT_CHECK(vtable_size, sizeof(dlb_backend_vtable) == 80);
+HT_CHECK(vtable_size, sizeof(dlb_backend_vtable) == 72);
 HT_CHECK(vtable_name, offsetof(dlb_backend_vtable, name) == 8);
 HT_CHECK(vtable_acquire, offsetof(dlb_backend_vtable, acquire_access) == 16);
 HT_CHECK(vtable_release, offsetof(dlb_backend_vtable, release_access) == 24);
