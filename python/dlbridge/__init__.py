@@ -119,6 +119,7 @@ class Tensor:
     __slots__ = ("_h", "_meta", "__weakref__")
 
     def __init__(self, *args, **kwargs):
+        self._h = None
         raise TypeError(
             "dlbridge.Tensor is made by dlbridge.empty(), dlbridge.from_buffer() "
             "or dlbridge.from_dlpack()"
@@ -228,10 +229,13 @@ class Tensor:
         _check(_P.dlb_buffer_delete(self._h))
 
     def __del__(self, _release=_release):
-        h = getattr(self, "_h", None)
+        h = self._h
         if h is not None:
-            self._h = None
             _release(h)
+
+    def __reduce__(self):
+        # A copy would share the handle and release it twice.
+        raise TypeError("dlbridge.Tensor cannot be pickled or copied; export it with DLPack")
 
     # -- the DLPack protocol ---------------------------------------------------
 

@@ -247,3 +247,14 @@ def test_dtype_arguments():
     assert dlbridge.empty(3, torch.bfloat16).dtype == "bfloat16"
     assert dlbridge.empty(3, float).dtype == "float64"
     assert dlbridge.empty(3, "bool").dtype == "bool"
+
+
+def test_tensor_cannot_be_copied_or_pickled():
+    import copy
+    import pickle
+
+    t = dlbridge.empty((2,), "int8")
+    with pytest.raises(TypeError):
+        copy.copy(t)
+    with pytest.raises(TypeError):
+        pickle.dumps(t)

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Cost of a DLPack exchange through the Python package, as ratios against
+the same exchange between numpy (or torch) and itself, measured in the same
+process with timeit.
+
+    DLBRIDGE_LIBRARY=build/src/libdlbridge.so PYTHONPATH=python \
+        /usr/bin/python3 bench/bench_python.py [--number N] [--repeat R]
+
+Each figure is the best of R repeats of N calls (the least disturbed run),
+per call in microseconds; a call includes dropping its result, so deleters
+and destructors are counted too. The pairs are measured interleaved, so
+that load from other processes hits baseline and candidate alike.
+"""
+
+import argparse
+import sys
+import timeit
+
+import numpy as np
+
+import dlbridge
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def best_per_call(stmt, number, repeat):
+    return min(timeit.repeat(stmt, number=number, repeat=repeat)) / number * 1e6
+
+
+def measure_pair(baseline, candidate, number, repeat, rounds=3):
+    """Best per-call times of two statements, alternating between them."""
+    b = c = float("inf")
+    for _ in range(rounds):
+        b = min(b, best_per_call(baseline, number, repeat))
+        c = min(c, best_per_call(candidate, number, repeat))
+    return b, c
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=100000, help="calls per repeat")
+    parser.add_argument("--repeat", type=int, default=5, help="repeats per round")
+    args = parser.parse_args(argv)
+    n, r = args.number, args.repeat
+
+    a = np.zeros((16, 16), np.float32)
+    t = dlbridge.empty((16, 16), "float32")
+    rows = []
+
+    base, cand = measure_pair(lambda: np.from_dlpack(a), lambda: np.from_dlpack(t), n, r)
+    rows.append(("np.from_dlpack(dlbridge tensor)", "np.from_dlpack(numpy array)", cand, base, 2.0))
+
+    dlbridge.from_dlpack(a)  # learns once that numpy 1.x takes no max_version
+    base, cand = measure_pair(lambda: np.from_dlpack(a), lambda: dlbridge.from_dlpack(a), n, r)
+    rows.append(("dlbridge.from_dlpack(numpy array)", "np.from_dlpack(numpy array)", cand, base, 2.0))
+
+    if torch is not None:
+        g = torch.zeros(16, 16)
+        tn = max(n // 10, 1000)  # torch's own exchange is slower
+        base, cand = measure_pair(lambda: torch.from_dlpack(g), lambda: torch.from_dlpack(t), tn, r)
+        rows.append(("torch.from_dlpack(dlbridge tensor)", "torch.from_dlpack(torch tensor)", cand,
+                     base, 1.0))
+
+    # Pieces, for the analysis in bench/README.md.
+    pieces = [
+        ("dlbridge tensor.__dlpack__() (export + capsule, dropped)", lambda: t.__dlpack__()),
+        ("numpy array.__dlpack__() (dropped)", lambda: a.__dlpack__()),
+        ("dlbridge.live_exports() (one ctypes call, no arguments)", dlbridge.live_exports),
+    ]
+
+    width = max(len(row[0]) for row in rows)
+    print("%-*s  %9s  %9s  %6s  %5s" % (width, "exchange", "us/call", "base us", "ratio", "goal"))
+    missed = 0
+    for name, _base_name, cand_us, base_us, goal in rows:
+        ratio = cand_us / base_us
+        mark = "ok" if ratio <= goal else "MISSED"
+        missed += ratio > goal
+        print("%-*s  %9.3f  %9.3f  %5.2fx  <=%.0fx %s" % (width, name, cand_us, base_us, ratio,
+                                                          goal, mark))
+    print("baselines: " + "; ".join("%s = %s" % (row[1], "%.3f us" % row[3]) for row in rows))
+    print()
+    for name, stmt in pieces:
+        print("%-60s %7.3f us" % (name, best_per_call(stmt, n, r)))
+    print("python %s, numpy %s, torch %s, dlbridge %s" % (
+        sys.version.split()[0], np.__version__, torch.__version__ if torch else "-",
+        dlbridge.__version__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
