@@ -564,10 +564,14 @@ DLB_API void dlb_export_options_init(dlb_export_options* options);
  *        must call its deleter exactly once (from any thread), or hand it to
  *        a consumer who will. Untouched on failure, when nothing is left
  *        allocated and no reference is taken.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT; DLB_ERR_DELETED;
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer or out, bad
+ *         options, a stream given for an export of host memory);
+ *         DLB_ERR_DELETED;
  *         DLB_ERR_NOT_ZERO_COPY (copy forbidden, none possible without);
- *         DLB_ERR_UNSUPPORTED_LAYOUT; DLB_ERR_UNSUPPORTED_DEVICE (target
- *         device the buffer cannot reach; a stream on a CPU export);
+ *         DLB_ERR_UNSUPPORTED_LAYOUT (copy forbidden, and the backend keeps
+ *         the storage in a layout strides cannot express);
+ *         DLB_ERR_UNSUPPORTED_DEVICE (a target device the buffer cannot
+ *         reach); DLB_ERR_READ_ONLY (legacy only, see dlb_export_legacy);
  *         DLB_ERR_BACKEND; DLB_ERR_OUT_OF_MEMORY. Thread-safe.
  */
 DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_options* options,
