@@ -17,6 +17,8 @@
 //       is in L1, whatever the power-of-two row pitch;
 //     - otherwise a gather along the innermost dimension (reversed, gapped,
 //       broadcast), specialised for widths 1, 2, 4, 8 and 16.
+//     Tiles of 1-, 2-, 4- and 8-byte elements whose source runs are compact
+//     are transposed in SSE2 registers where the target has SSE2.
 //  3. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
@@ -101,7 +103,8 @@ void gather_row_any(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n
 
 // Fills the compact T x T tile tmp[i][j] = *(s0 + i*sr + j*sc) with SSE2
 // register transposes, when the source runs are compact (sr == E) and the
-// width has a kernel (1, 2, 4 and 8 bytes); returns false to leave the tile to the scalar loop.
+// width has a kernel (1, 2, 4 and 8 bytes); returns false to leave the tile
+// to the scalar loop.
 template <std::size_t E, std::int64_t T>
 inline bool gather_tile_simd(byte* tmp, const byte* s0, std::ptrdiff_t sr,
                              std::ptrdiff_t sc) noexcept {
