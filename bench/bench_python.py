@@ -43,24 +43,28 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=100000, help="calls per repeat")
     parser.add_argument("--repeat", type=int, default=5, help="repeats per round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of each pair")
     args = parser.parse_args(argv)
     n, r = args.number, args.repeat
+
+    def measure(baseline, candidate, number=n):
+        return measure_pair(baseline, candidate, number, r, args.rounds)
 
     a = np.zeros((16, 16), np.float32)
     t = dlbridge.empty((16, 16), "float32")
     rows = []
 
-    base, cand = measure_pair(lambda: np.from_dlpack(a), lambda: np.from_dlpack(t), n, r)
+    base, cand = measure(lambda: np.from_dlpack(a), lambda: np.from_dlpack(t))
     rows.append(("np.from_dlpack(dlbridge tensor)", "np.from_dlpack(numpy array)", cand, base, 2.0))
 
     dlbridge.from_dlpack(a)  # learns once that numpy 1.x takes no max_version
-    base, cand = measure_pair(lambda: np.from_dlpack(a), lambda: dlbridge.from_dlpack(a), n, r)
+    base, cand = measure(lambda: np.from_dlpack(a), lambda: dlbridge.from_dlpack(a))
     rows.append(("dlbridge.from_dlpack(numpy array)", "np.from_dlpack(numpy array)", cand, base, 2.0))
 
     if torch is not None:
         g = torch.zeros(16, 16)
         tn = max(n // 10, 1000)  # torch's own exchange is slower
-        base, cand = measure_pair(lambda: torch.from_dlpack(g), lambda: torch.from_dlpack(t), tn, r)
+        base, cand = measure(lambda: torch.from_dlpack(g), lambda: torch.from_dlpack(t), tn)
         rows.append(("torch.from_dlpack(dlbridge tensor)", "torch.from_dlpack(torch tensor)", cand,
                      base, 1.0))
 
