@@ -242,3 +242,21 @@ def test_deleted_buffer_through_cffi(ffi_lib):
     assert lib.dlb_export_versioned(buf[0], ffi.NULL, out) == lib.DLB_ERR_DELETED
     assert lib.dlb_buffer_flags(buf[0]) & lib.DLB_BUFFER_DELETED
     lib.dlb_buffer_release(buf[0])
+
+
+def test_ctypes_declarations_agree_with_the_cdef(ffi_lib):
+    import ctypes
+
+    from dlbridge import _lib
+
+    ffi, lib = ffi_lib
+    for cls, name in [(_lib.DLDevice, "DLDevice"), (_lib.DLDataType, "DLDataType"),
+                      (_lib.DLTensor, "DLTensor"), (_lib.DLPackVersion, "DLPackVersion"),
+                      (_lib.ExportOptions, "dlb_export_options"),
+                      (_lib.ImportOptions, "dlb_import_options")]:
+        assert ctypes.sizeof(cls) == ffi.sizeof(name), name
+        for field, *_ in cls._fields_:
+            assert getattr(cls, field).offset == ffi.offsetof(name, field), (name, field)
+    for name in dir(_lib):
+        if name.startswith(("DLB_", "kDL")):
+            assert getattr(_lib, name) == getattr(lib, name), name
