@@ -258,3 +258,70 @@ def test_tensor_cannot_be_copied_or_pickled():
         copy.copy(t)
     with pytest.raises(TypeError):
         pickle.dumps(t)
+
+
+class NewStyleProducer:
+    """A producer of the 2023 protocol, delegating to a dlbridge tensor and
+    recording what it was asked."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.calls = []
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls.append({"max_version": max_version, "dl_device": dl_device, "copy": copy})
+        return self.tensor.__dlpack__(stream=stream, max_version=max_version,
+                                      dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+class OldStyleProducer(NewStyleProducer):
+    def __dlpack__(self, stream=None):
+        self.calls.append({})
+        return self.tensor.__dlpack__()
+
+
+def test_from_dlpack_asks_for_a_versioned_capsule_first():
+    t = dlbridge.empty((3,), "float32")
+    p = NewStyleProducer(t)
+    u = dlbridge.from_dlpack(p)
+    assert p.calls == [{"max_version": (1, 3), "dl_device": None, "copy": None}]
+    assert u.data_ptr == t.data_ptr
+    c = dlbridge.from_dlpack(p, device=(1, 0), copy=True)
+    assert p.calls[-1] == {"max_version": (1, 3), "dl_device": (1, 0), "copy": True}
+    assert c.data_ptr != t.data_ptr
+    assert flags(c) & _lib.DLB_BUFFER_COPIED
+
+
+def test_from_dlpack_falls_back_to_the_legacy_call():
+    t = dlbridge.empty((3,), "float32")
+    p = OldStyleProducer(t)
+    u = dlbridge.from_dlpack(p)
+    assert u.data_ptr == t.data_ptr
+    assert OldStyleProducer in dlbridge._legacy_producers
+    assert dlbridge.from_dlpack(p).data_ptr == t.data_ptr  # straight to the legacy call
+    assert len(p.calls) == 2
+    c = dlbridge.from_dlpack(p, copy=True)  # copied here, by the library
+    assert c.data_ptr != t.data_ptr
+    np.testing.assert_array_equal(np.from_dlpack(c), np.zeros(3, np.float32))
+
+
+def test_from_dlpack_checks_what_it_got():
+    class Liar:
+        def __dlpack__(self, **kwargs):
+            return 42
+
+    with pytest.raises(dlbridge.Error, match="not a PyCapsule"):
+        dlbridge.from_dlpack(Liar())
+
+    class WrongCapsule:
+        def __dlpack__(self, **kwargs):
+            make = ctypes.pythonapi.PyCapsule_New
+            make.restype = ctypes.py_object
+            make.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+            return make(1, b"something_else", None)
+
+    with pytest.raises(dlbridge.Error, match="not a DLPack capsule"):
+        dlbridge.from_dlpack(WrongCapsule())
