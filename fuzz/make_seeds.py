@@ -4,8 +4,8 @@ that reach each target's interesting paths). The byte formats are those the
 targets read with fuzz::Reader; see the comments next to each builder.
 
 Run from the repository root: python3 fuzz/make_seeds.py
-Existing seeds with the same names are overwritten; reproducers of fixed
-bugs (files named regress-*) are left alone.
+Files are overwritten; seed-* reach the targets' paths, regress-* are the
+minimal inputs of bugs the targets found.
 """
 import os
 import struct
@@ -193,6 +193,22 @@ def copy_seeds():
     }
 
 
+def regressions():
+    """Minimal inputs of bugs the targets found (tests/reliability/test_fuzz_regressions.cpp)."""
+    dev17 = bytes([0xF0]) + struct.pack("<Ii", 17, 0)
+    return {
+        "copy": {"negative-stride": copy_seed(1, [4], [-1], "i32")},
+        "import_versioned": {
+            "negative-stride": import_seed(True, 1, [4], [-1], "i32", the_ops=ops(opt_export(True, copy=2))),
+            "null-data-offset": import_seed(True, 2, [0, 3], None, "f32", byte_offset=56, null_data=True,
+                                            the_ops=ops(opt_export(True, copy=2), TO_HOST)),
+        },
+        "export": {"zero-size-huge-extents": export_seed(True, 4, [4, 0, 1 << 62, 4], None, "i8",
+                                                         the_ops=ops(EXPORT_V))},
+        "validate": {"device-beyond-enum": bytes([0x14, 1, DT["f32"]]) + dev17 + ext(2) + sext(0) + bytes([1, 0, 0])},
+    }
+
+
 def main():
     sets = {
         "import_versioned": import_seeds(True),
@@ -208,6 +224,10 @@ def main():
             with open(os.path.join(d, "seed-" + name), "wb") as f:
                 f.write(data)
         print(f"{target}: {len(seeds)} seeds")
+    for target, inputs in regressions().items():
+        for name, data in inputs.items():
+            with open(os.path.join(ROOT, target, "regress-" + name), "wb") as f:
+                f.write(data)
 
 
 if __name__ == "__main__":
