@@ -26,7 +26,7 @@ when every copy succeeded and matched numpy, 1 when any output differed,
 
 Usage:
   /usr/bin/python3 bench/copy_numpy.py [--lib build/src/libdlbridge.so]
-      [--out bench/results/copy] [--quick] [--reps N] [--sizes 256,4096]
+      [--out build/bench-results/copy] [--quick] [--reps N] [--sizes 256,4096]
 The library is found through --lib, then DLBRIDGE_LIBRARY, then
 build/src/libdlbridge.so. Writes <out>.csv and <out>.json.
 """
@@ -186,9 +186,9 @@ def reps_for(nbytes, quick):
     if quick:
         return 3
     if nbytes >= 64 << 20:
-        return 7
+        return 15
     if nbytes >= 4 << 20:
-        return 20
+        return 30
     return 200
 
 
@@ -202,7 +202,7 @@ def ratio(results, view, k, num, den):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lib", help="path of libdlbridge.so")
-    p.add_argument("--out", default="bench/results/copy", help="output path without extension")
+    p.add_argument("--out", default="build/bench-results/copy", help="output path without extension")
     p.add_argument("--quick", action="store_true", help="small sizes, few runs (a smoke test)")
     p.add_argument("--reps", type=int, default=0, help="repetitions per case (default: by size)")
     p.add_argument("--sizes", help="comma-separated matrix sides k (default: 64..4096)")

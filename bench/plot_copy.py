@@ -6,7 +6,7 @@ dlbridge engine beside memcpy and numpy, bandwidth in GB/s of the compact
 result against the bytes copied.
 
 Usage:
-  /usr/bin/python3 bench/plot_copy.py [--in bench/results/copy.json]
+  /usr/bin/python3 bench/plot_copy.py [--in build/bench-results/copy.json]
       [--out docs/copy-bandwidth.png]
 """
 
@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 VIEWS = [
     ("contiguous", "contiguous: a"),
@@ -42,7 +43,7 @@ def human(nbytes):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--in", dest="inp", default="bench/results/copy.json")
+    p.add_argument("--in", dest="inp", default="build/bench-results/copy.json")
     p.add_argument("--out", default="docs/copy-bandwidth.png")
     args = p.parse_args()
 
@@ -62,6 +63,9 @@ def main():
             ax.plot(xs, ys, style, color=color, marker=marker, markersize=5, linewidth=2 if method == "dlbridge" else 1.5,
                     label=label)
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(title + "  (float64, k x k)")
         ax.set_xlabel("bytes copied")
         ticks = sorted({r["bytes"] for r in rows if r["view"] == view})
@@ -69,8 +73,10 @@ def main():
         ax.set_xticklabels([human(t) for t in ticks], rotation=45, ha="right")
         ax.minorticks_off()
         ax.grid(True, which="major", alpha=0.3)
-    axes[0].set_ylabel("bandwidth of the compact result, GB/s")
-    axes[0].legend(loc="upper right", fontsize=9)
+    axes[0].set_ylabel("bandwidth of the compact result, GB/s (log scale)")
+    for ax in axes:
+        ax.set_yticks([0.5, 1, 2, 5, 10, 20, 50, 100])
+    axes[0].legend(loc="lower left", fontsize=9)
     note = []
     if summary.get("contiguous_engine_vs_memcpy") is not None:
         note.append("contiguous, largest size: engine at %.2f of memcpy's bandwidth"
