@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Fuzzing, briefly: replays every committed corpus input (seeds and the
+# reproducers of fixed bugs, regress-*) once, then fuzzes each target for
+# DLB_FUZZ_BRIEF_SECONDS (default 15) under ASan + UBSan. The targets are
+# built by scripts/fuzz from the sources (the build directory argument is
+# not needed). Long runs: scripts/fuzz 600.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export DLB_FUZZ_BUILD=${DLB_FUZZ_BUILD:-build-rel-fuzz}
+scripts/fuzz --regress
+scripts/fuzz "${DLB_FUZZ_BRIEF_SECONDS:-15}"
