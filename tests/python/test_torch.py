@@ -122,18 +122,17 @@ def test_torch_views_round_trip(kind):
     np.testing.assert_array_equal(np.from_dlpack(t), v.numpy())
 
 
-def test_negative_strides_from_numpy_reach_torch():
+def test_negative_strides_kept_for_consumers():
+    # torch 1.13 aborts the process (an uncaught C++ error) when handed
+    # negative strides, so they are checked through numpy only.
     from conftest import require_negative_strides
 
     require_negative_strides()
     a = np.arange(6.0)[::-1]
     t = dlbridge.from_dlpack(a)
     assert t.strides == (-1,)
-    try:
-        g = torch.from_dlpack(t)
-    except (RuntimeError, ValueError):
-        pytest.skip("torch 1.13 refuses negative strides")
-    assert g.tolist() == a.tolist()
+    assert t.data_ptr == a.__array_interface__["data"][0]
+    assert np.from_dlpack(t).tolist() == a.tolist()
 
 
 def test_torch_tensor_kept_alive_by_import():
