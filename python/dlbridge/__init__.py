@@ -85,9 +85,6 @@ def _dtype_name(dtype):
     return name
 
 
-_COMPLEX_NAMES = {"complex32": 32, "complex64": 64, "complex128": 128, "complex": 128}
-
-
 def _parse_dtype(dtype):
     """A DLDataType from a name, a numpy dtype or scalar type, or a torch dtype."""
     if isinstance(dtype, str):
@@ -99,11 +96,6 @@ def _parse_dtype(dtype):
     if name.startswith("torch."):
         name = name[len("torch."):]
     out = _lib.DLDataType()
-    if name in _COMPLEX_NAMES:
-        # Parsed here: the library's parser reads the 'x' of "complex" as a
-        # lane suffix ("x64") and refuses these names.
-        out.code, out.bits, out.lanes = 5, _COMPLEX_NAMES[name], 1
-        return out
     _check(_P.dlb_dtype_from_name(name.encode("ascii", "replace"), _ct.byref(out)))
     return out
 
