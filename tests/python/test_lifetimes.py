@@ -158,3 +158,39 @@ def test_subprocess_exits_with_exports_alive(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "exports alive at exit:" in proc.stdout
         assert "Fatal" not in proc.stderr
+
+
+def test_release_object_callback_drops_the_reference_under_the_gil():
+    import ctypes
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    ref = weakref.ref(owner)
+    memory = (ctypes.c_int32 * 4)(1, 2, 3, 4)
+    shape = (ctypes.c_int64 * 1)(4)
+    view = _lib.DLTensor()
+    view.data = ctypes.addressof(memory)
+    view.device = _lib.DLDevice(1, 0)
+    view.ndim = 1
+    view.dtype = _lib.DLDataType(0, 32, 1)
+    view.shape = shape
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(owner))  # the reference the buffer owns
+    wrap = _lib.cdll.dlb_buffer_wrap
+    wrap.restype = ctypes.c_int32
+    wrap.argtypes = [ctypes.POINTER(_lib.DLTensor), ctypes.c_uint64, ctypes.c_void_p,
+                     ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    release_fn = ctypes.cast(_lib.release_object, ctypes.c_void_p)
+    h = ctypes.c_void_p()
+    assert wrap(ctypes.byref(view), 0, release_fn, id(owner), ctypes.byref(h)) == 0
+    t = dlbridge._new_tensor(h)
+    a = np.from_dlpack(t)
+    assert a.tolist() == [1, 2, 3, 4]
+    handle = _lib.cdll.dlb_buffer_retain(t._h)
+    del owner, t, a
+    gc.collect()
+    assert ref() is not None
+    run_threads(lambda: _lib.cdll.dlb_buffer_release(handle), [()])  # without the GIL
+    gc.collect()
+    assert ref() is None
