@@ -158,15 +158,19 @@ def test_numpy_consumes_capsule_and_renames_it():
     assert dlbridge.live_exports() == 1
 
     class Holder:
+        def __init__(self, capsule):
+            self.capsule = capsule
+
         def __dlpack__(self, stream=None):
-            return cap
+            return self.capsule
 
         def __dlpack_device__(self):
             return (1, 0)
 
-    a = np.from_dlpack(Holder())
+    holder = Holder(cap)
+    a = np.from_dlpack(holder)
     assert capsule_name(cap) == "used_dltensor"
-    del cap
+    del cap, holder
     gc.collect()
     assert dlbridge.live_exports() == 1  # numpy's array holds it
     assert ptr(a) == t.data_ptr
