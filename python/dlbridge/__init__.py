@@ -6,7 +6,7 @@ the array API standard in both directions::
     import dlbridge, numpy as np, torch
     t = dlbridge.from_buffer(bytearray(16))          # or dlbridge.empty((2, 3), "float32")
     a = np.from_dlpack(t); g = torch.from_dlpack(t)  # zero-copy views of the same memory
-    back = dlbridge.from_dlpack(a)                   # and back again, zero-copy
+    back = dlbridge.from_dlpack(g)                   # and back again, zero-copy
 
 Errors: failures of an export (``__dlpack__``) raise ``BufferError`` with the
 library's status name and message, as the protocol asks; invalid protocol
