@@ -2,19 +2,21 @@
 // malloc+free pair of the export's metadata size, and memcpy for copies.
 // Heap allocations per iteration are counted by interposing malloc.
 #include <benchmark/benchmark.h>
+#include <atomic>
 #include <dlbridge/dlbridge.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 extern "C" void* __libc_malloc(size_t size);
 namespace {
-std::atomic<long> g_mallocs{0};
+// Plain per-thread count: the loops run on one thread, and an atomic here
+// would add its own cost to the malloc+free baseline.
+thread_local long g_mallocs = 0;
 }
 extern "C" void* malloc(size_t size) {
-  g_mallocs.fetch_add(1, std::memory_order_relaxed);
+  ++g_mallocs;
   return __libc_malloc(size);
 }
 
@@ -26,11 +28,11 @@ constexpr std::size_t kExportMetadataBytes = 80 + 40 + 16 * 8;
 
 void report_allocations(benchmark::State& state, long before) {
   state.counters["allocs_per_iter"] =
-      static_cast<double>(g_mallocs.load() - before) / static_cast<double>(state.iterations());
+      static_cast<double>(g_mallocs - before) / static_cast<double>(state.iterations());
 }
 
 void BM_Baseline_MallocFree(benchmark::State& state) {
-  const long before = g_mallocs.load();
+  const long before = g_mallocs;
   for (auto _ : state) {
     void* p = std::malloc(kExportMetadataBytes);
     benchmark::DoNotOptimize(p);
@@ -39,6 +41,18 @@ void BM_Baseline_MallocFree(benchmark::State& state) {
   report_allocations(state, before);
 }
 BENCHMARK(BM_Baseline_MallocFree);
+
+// The floor any thread-safe export has: one atomic increment when the
+// export takes its reference on the buffer, one atomic decrement when the
+// deleter drops it.
+void BM_Baseline_AtomicRetainRelease(benchmark::State& state) {
+  std::atomic<long> refs{1};
+  for (auto _ : state) {
+    refs.fetch_add(1, std::memory_order_relaxed);
+    benchmark::DoNotOptimize(refs.fetch_sub(1, std::memory_order_acq_rel));
+  }
+}
+BENCHMARK(BM_Baseline_AtomicRetainRelease);
 
 dlb_buffer* make_ndim4() {
   const int64_t shape[4] = {2, 3, 4, 5};
@@ -49,7 +63,7 @@ dlb_buffer* make_ndim4() {
 
 void BM_ExportVersioned_Ndim4(benchmark::State& state) {
   dlb_buffer* b = make_ndim4();
-  const long before = g_mallocs.load();
+  const long before = g_mallocs;
   for (auto _ : state) {
     DLManagedTensorVersioned* m = nullptr;
     dlb_export_versioned(b, nullptr, &m);
@@ -63,7 +77,7 @@ BENCHMARK(BM_ExportVersioned_Ndim4);
 
 void BM_ExportLegacy_Ndim4(benchmark::State& state) {
   dlb_buffer* b = make_ndim4();
-  const long before = g_mallocs.load();
+  const long before = g_mallocs;
   for (auto _ : state) {
     DLManagedTensor* m = nullptr;
     dlb_export_legacy(b, nullptr, &m);
@@ -93,7 +107,7 @@ struct Foreign {
 
 void BM_ImportRelease_Ndim4(benchmark::State& state) {
   Foreign f;
-  const long before = g_mallocs.load();
+  const long before = g_mallocs;
   for (auto _ : state) {
     dlb_buffer* b = nullptr;
     dlb_import_versioned(&f.m, nullptr, &b);
@@ -107,7 +121,7 @@ BENCHMARK(BM_ImportRelease_Ndim4);
 
 void BM_ImportReexportRelease_Ndim4(benchmark::State& state) {
   Foreign f;
-  const long before = g_mallocs.load();
+  const long before = g_mallocs;
   for (auto _ : state) {
     dlb_buffer* b = nullptr;
     dlb_import_versioned(&f.m, nullptr, &b);

@@ -10,11 +10,15 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
+#include "thread_cache.hpp"
 
 namespace dlb {
 namespace {
 
 constexpr std::size_t kDataAlignment = 64;
+// Headers of buffers without inline data and with at most this many
+// dimensions have one size and are recycled through the thread cache.
+constexpr std::int32_t kPooledNdim = 8;
 
 std::size_t header_size(std::int32_t ndim) noexcept {
   const std::size_t dims = 2 * static_cast<std::size_t>(ndim > 0 ? ndim : 0);
@@ -42,8 +46,9 @@ void finalize(dlb_buffer* b) noexcept {
       break;
     }
   }
+  const bool pooled = b->pooled;
   b->~dlb_buffer();
-  mem_free(b);
+  if (!pooled || !cache_give(BlockClass::buffer, b)) mem_free(b);
 }
 
 }  // namespace
@@ -52,6 +57,8 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKi
   const std::int32_t ndim = view.ndim;
   std::size_t size = header_size(ndim);
   std::size_t data_at = 0;
+  void* mem = nullptr;
+  const bool pooled = kind != BufferKind::owned && ndim <= kPooledNdim;
   if (kind == BufferKind::owned) {
     data_at = (size + kDataAlignment - 1) & ~(kDataAlignment - 1);
     if (info.nbytes > SIZE_MAX - data_at) {
@@ -59,8 +66,14 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKi
       return nullptr;
     }
     size = data_at + static_cast<std::size_t>(info.nbytes);
+    mem = mem_alloc_aligned(kDataAlignment, size);
+  } else if (pooled) {
+    size = header_size(kPooledNdim);
+    mem = cache_take(BlockClass::buffer);
+    if (mem == nullptr) mem = mem_alloc(size);
+  } else {
+    mem = mem_alloc(size);
   }
-  void* mem = mem_alloc_aligned(kDataAlignment, size);
   if (mem == nullptr) {
     set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating a buffer of %zu bytes", size);
     return nullptr;
@@ -76,6 +89,7 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKi
   b->tensor.strides = b->dims + (ndim > 0 ? ndim : 0);
   b->nbytes = info.nbytes;
   b->contiguous = info.contiguous;
+  b->pooled = pooled;
   std::memset(&b->owner, 0, sizeof b->owner);
   for (std::int32_t i = 0; i < ndim; ++i) b->tensor.shape[i] = view.shape[i];
   if (ndim > 0) {

@@ -43,6 +43,7 @@ struct dlb_buffer {
   DLTensor tensor;          // shape/strides point at dims; strides never NULL if ndim > 0
   std::uint64_t nbytes;     // compact size
   bool contiguous;          // compact row-major
+  bool pooled;              // a fixed-size header block from the thread cache
   union Owner {
     struct {
       dlb_release_fn release;

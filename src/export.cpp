@@ -13,19 +13,11 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
+#include "thread_cache.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define DLB_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLB_ASAN 1
-#endif
-#endif
 
 namespace dlb {
 namespace {
-
-std::atomic<std::int64_t> g_live_exports{0};
 
 // One allocation per export: the managed struct, the bookkeeping, then
 // shape[capacity] and strides[capacity].
@@ -39,65 +31,26 @@ struct ExportBlock {
   void* access_ref;     // backend access reference (zero-copy backend export)
   bool has_access;
   std::int32_t capacity;
-  ExportBlock* next;    // free-list link while cached
 
   std::int64_t* dims() noexcept { return reinterpret_cast<std::int64_t*>(this + 1); }
 };
 static_assert(sizeof(ExportBlock) % alignof(std::int64_t) == 0);
 
-// Blocks for up to kCachedNdim dimensions are recycled through a small
-// per-thread free list, so the hot path allocates nothing. A block freed on
-// another thread joins that thread's list.
+// Blocks for up to kCachedNdim dimensions are recycled through the
+// per-thread cache, so the hot path allocates nothing. A block freed on
+// another thread joins that thread's cache.
 constexpr std::int32_t kCachedNdim = 8;
-constexpr int kCacheLimit = 32;
 
 std::size_t block_size(std::int32_t capacity) noexcept {
   return sizeof(ExportBlock) + 2 * static_cast<std::size_t>(capacity) * sizeof(std::int64_t);
 }
 
-bool cache_enabled_at_load() noexcept {
-#if defined(DLB_ASAN)
-  return false;  // let AddressSanitizer see every block's lifetime
-#else
-  const char* env = std::getenv("DLBRIDGE_NO_EXPORT_CACHE");
-  return env == nullptr || env[0] == '\0' || env[0] == '0';
-#endif
-}
-const bool g_cache_enabled = cache_enabled_at_load();
-
-struct BlockCache {
-  ExportBlock* head = nullptr;
-  int count = 0;
-  ~BlockCache();
-};
-// Set once this thread's cache has been destroyed (thread exit); a deleter
-// that runs later on this thread frees its block directly. Trivially
-// destructible, so reading it is always valid.
-thread_local bool tl_cache_gone = false;
-thread_local BlockCache tl_cache;
-
-void drain(BlockCache& cache) noexcept {
-  while (cache.head != nullptr) {
-    ExportBlock* next = cache.head->next;
-    mem_free(cache.head);
-    cache.head = next;
-  }
-  cache.count = 0;
-}
-
-BlockCache::~BlockCache() {
-  drain(*this);
-  tl_cache_gone = true;
-}
-
 ExportBlock* take_block(std::int32_t ndim) noexcept {
   const std::int32_t capacity = ndim <= kCachedNdim ? kCachedNdim : ndim;
-  if (capacity == kCachedNdim && g_cache_enabled && !tl_cache_gone) {
-    BlockCache& cache = tl_cache;
-    if (cache.head != nullptr) {
-      ExportBlock* b = cache.head;
-      cache.head = b->next;
-      --cache.count;
+  if (capacity == kCachedNdim) {
+    if (void* cached = cache_take(BlockClass::export_block)) {
+      ExportBlock* b = static_cast<ExportBlock*>(cached);
+      b->capacity = capacity;
       return b;
     }
   }
@@ -112,15 +65,7 @@ ExportBlock* take_block(std::int32_t ndim) noexcept {
 }
 
 void give_back_block(ExportBlock* b) noexcept {
-  if (b->capacity == kCachedNdim && g_cache_enabled && !tl_cache_gone) {
-    BlockCache& cache = tl_cache;
-    if (cache.count < kCacheLimit) {
-      b->next = cache.head;
-      cache.head = b;
-      ++cache.count;
-      return;
-    }
-  }
+  if (b->capacity == kCachedNdim && cache_give(BlockClass::export_block, b)) return;
   mem_free(b);
 }
 
@@ -139,19 +84,21 @@ void finish(ExportBlock* b) noexcept {
 void deleter_versioned(DLManagedTensorVersioned* m) noexcept {
   if (m == nullptr) return;
   finish(static_cast<ExportBlock*>(m->manager_ctx));
-  g_live_exports.fetch_sub(1, std::memory_order_relaxed);
+  live_add(-1);
 }
 
 void deleter_legacy(DLManagedTensor* m) noexcept {
   if (m == nullptr) return;
   finish(static_cast<ExportBlock*>(m->manager_ctx));
-  g_live_exports.fetch_sub(1, std::memory_order_relaxed);
+  live_add(-1);
 }
 
 constexpr std::uint64_t kKnownExportFlags = DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY;
 
 dlb_status read_options(const dlb_export_options* options, dlb_export_options* opt) noexcept {
-  dlb_export_options_init(opt);
+  static const dlb_export_options defaults = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
+                                              DLB_STREAM_NONE, 0};
+  *opt = defaults;
   if (options == nullptr) return DLB_OK;
   if (options->struct_size < offsetof(dlb_export_options, copy) + sizeof(options->copy))
     return set_error(DLB_ERR_INVALID_ARGUMENT,
@@ -209,7 +156,8 @@ dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versione
   // Can the buffer's memory be handed out as it is?
   bool zero_copy = true;
   dlb_status refusal = DLB_ERR_NOT_ZERO_COPY;
-  char why[200] = {0};
+  char why[200];
+  why[0] = '\0';
   if (is_backend) {
     const Backend* be = b->owner.store.backend;
     const std::int32_t kind = backend_layout_kind(b);
@@ -282,7 +230,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
   blk->has_access = false;
   std::int64_t* shape = blk->dims();
   std::int64_t* strides = shape + blk->capacity;
-  std::memcpy(shape, b->tensor.shape, sizeof(std::int64_t) * static_cast<std::size_t>(ndim));
+  for (std::int32_t i = 0; i < ndim; ++i) shape[i] = b->tensor.shape[i];
 
   DLTensor t;
   t.device = plan.device;
@@ -307,7 +255,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     t.data = mem;
     t.byte_offset = 0;
   } else {
-    std::memcpy(strides, b->tensor.strides, sizeof(std::int64_t) * static_cast<std::size_t>(ndim));
+    for (std::int32_t i = 0; i < ndim; ++i) strides[i] = b->tensor.strides[i];
     t.data = b->tensor.data;
     t.byte_offset = b->tensor.byte_offset;
     if (b->kind == BufferKind::backend) {
@@ -345,7 +293,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     m.manager_ctx = blk;
     m.deleter = deleter_legacy;
   }
-  g_live_exports.fetch_add(1, std::memory_order_relaxed);
+  live_add(1);
   *out = blk;
   return DLB_OK;
 }
@@ -370,12 +318,7 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
   return DLB_OK;
 }
 
-std::int64_t live_exports() noexcept { return g_live_exports.load(std::memory_order_relaxed); }
+std::int64_t live_exports() noexcept { return live_total(); }
 
-namespace testing {
-void drop_thread_caches() noexcept {
-  if (!tl_cache_gone) drain(tl_cache);
-}
-}  // namespace testing
 
 }  // namespace dlb
