@@ -19,6 +19,8 @@
 namespace dlb {
 namespace {
 
+alignas(64) const unsigned char kEmptyData[64] = {0};
+
 // One allocation per export: the managed struct, the bookkeeping, then
 // shape[capacity] and strides[capacity].
 struct ExportBlock {
@@ -258,6 +260,9 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     for (std::int32_t i = 0; i < ndim; ++i) strides[i] = b->tensor.strides[i];
     t.data = b->tensor.data;
     t.byte_offset = b->tensor.byte_offset;
+    // DLPack lets a zero-size tensor's data be NULL, but some consumers
+    // (torch 1.13) then never call the deleter: hand them a valid address.
+    if (t.data == nullptr && b->nbytes == 0) t.data = const_cast<unsigned char*>(kEmptyData);
     if (b->kind == BufferKind::backend) {
       const Backend* be = b->owner.store.backend;
       dlb_status s = backend_wait(b, opt.stream);
