@@ -13,7 +13,7 @@ if [[ ! -f $dir/build.ninja ]]; then
 fi
 ninja -C "$dir" -j2
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-export DLB_TEST_ITERATIONS=${DLB_TEST_ITERATIONS:-100000}
+export DLB_TEST_ITERATIONS=${DLB_TEST_ITERATIONS:-20000}
 # Newer kernels map memory where gcc 12's TSan does not expect it; running
 # without address randomisation avoids "unexpected memory mapping".
 run=()
