@@ -76,11 +76,11 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
   view.shape = const_cast<int64_t*>(shape);
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(&view, dlb::Origin::argument, false, &info));
-  if (device.device_type != kDLCPU || device.device_id != 0)
+  if (dlb::device_type_of(device) != kDLCPU || device.device_id != 0)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                      "dlb_buffer_alloc allocates host memory only; device %s:%d was asked for (wrap device memory "
                      "with dlb_buffer_wrap or a backend)",
-                     dlb::device_type_name(static_cast<int32_t>(device.device_type)),
+                     dlb::device_type_name(dlb::device_type_of(device)),
                      static_cast<int>(device.device_id));
   dlb_buffer* b = dlb::buffer_create(view, info, dlb::BufferKind::owned, 0);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
@@ -118,10 +118,10 @@ dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size) {
   if (src == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "src is NULL");
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(src, dlb::Origin::incoming, true, &info));
-  if (!dlb::device_is_host_readable(static_cast<int32_t>(src->device.device_type)) &&
-      src->device.device_type != kDLCUDAManaged)
+  if (!dlb::device_is_host_readable(dlb::device_type_of(src->device)) &&
+      dlb::device_type_of(src->device) != kDLCUDAManaged)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "src is on %s:%d, which the host cannot read",
-                     dlb::device_type_name(static_cast<int32_t>(src->device.device_type)),
+                     dlb::device_type_name(dlb::device_type_of(src->device)),
                      static_cast<int>(src->device.device_id));
   if (dst_size < info.nbytes)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "dst_size is %" PRIu64 " bytes but the tensor needs %" PRIu64, dst_size,

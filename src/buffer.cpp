@@ -168,6 +168,7 @@ dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbyt
 }  // namespace
 
 dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept {
+  if (info.nbytes == 0) return DLB_OK;  // data may be NULL: no pointer arithmetic on it
   if (t.ndim > 0 && t.strides == nullptr) {
     if (info.nbytes > 0) std::memcpy(dst, static_cast<const unsigned char*>(t.data) + t.byte_offset, info.nbytes);
     return DLB_OK;
@@ -181,11 +182,11 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
     return set_error(DLB_ERR_INTERNAL, "copy destination of %" PRIu64 " bytes is smaller than %" PRIu64, dst_size,
                      b->nbytes);
   if (b->kind != BufferKind::backend) {
-    if (!device_is_host_readable(static_cast<std::int32_t>(b->tensor.device.device_type)))
+    if (!device_is_host_readable(device_type_of(b->tensor.device)))
       return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                        "the buffer's memory is on %s:%d and was wrapped without a backend, so dlbridge cannot read "
                        "it; create it with dlb_buffer_from_backend and a copy_to_host callback",
-                       device_type_name(static_cast<std::int32_t>(b->tensor.device.device_type)),
+                       device_type_name(device_type_of(b->tensor.device)),
                        static_cast<int>(b->tensor.device.device_id));
     return copy_host_view(b->tensor, b->contiguous, b->nbytes, buffer_origin(b), dst);
   }
@@ -197,7 +198,7 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
     if (rc != 0) return backend_failure(b, "copy_to_host", rc);
     return DLB_OK;
   }
-  const bool readable = device_is_host_readable(static_cast<std::int32_t>(b->tensor.device.device_type));
+  const bool readable = device_is_host_readable(device_type_of(b->tensor.device));
   if (be->vt.acquire_access != nullptr && readable && backend_layout_kind(b) == DLB_LAYOUT_STRIDED) {
     void* data = nullptr;
     void* ref = nullptr;

@@ -5,6 +5,8 @@
 #include <dlbridge/dlbridge.h>
 
 #include <atomic>
+
+#include "dtype.hpp"
 #include <cstdint>
 
 namespace dlb {
@@ -74,7 +76,9 @@ void buffer_release(dlb_buffer* b) noexcept;
 inline void buffer_retain(dlb_buffer* b) noexcept { b->refs.fetch_add(1, std::memory_order_relaxed); }
 
 // Address of element [0, ...] for host-readable memory.
+// (NULL for an empty buffer without memory: no arithmetic on NULL.)
 inline unsigned char* buffer_origin(const dlb_buffer* b) noexcept {
+  if (b->tensor.data == nullptr) return nullptr;
   return static_cast<unsigned char*>(b->tensor.data) + b->tensor.byte_offset;
 }
 

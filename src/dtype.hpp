@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace dlb {
 
@@ -22,6 +23,15 @@ inline std::uint64_t element_bits(DLDataType dtype) noexcept {
 }
 // True when whole elements start on byte boundaries.
 inline bool byte_addressable(DLDataType dtype) noexcept { return element_bits(dtype) % 8 == 0; }
+
+// The device type as a plain integer. DLDeviceType is an enum whose range,
+// in the 0.6 header, ends at 15: reading 17 (MAIA) or a producer's garbage
+// through the enum type is undefined in C++, so it is copied out as bytes.
+inline std::int32_t device_type_of(const DLDevice& d) noexcept {
+  std::int32_t v;
+  std::memcpy(&v, &d, sizeof v);
+  return v;
+}
 
 // Device types DLPack defines (1.3 and main).
 bool device_type_known(std::int32_t device_type) noexcept;

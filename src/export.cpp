@@ -117,7 +117,7 @@ dlb_status read_options(const dlb_export_options* options, dlb_export_options* o
 }
 
 bool same_device(DLDevice a, DLDevice b) noexcept {
-  return a.device_type == b.device_type && a.device_id == b.device_id;
+  return device_type_of(a) == device_type_of(b) && a.device_id == b.device_id;
 }
 
 // What an export will do, decided before anything is allocated.
@@ -135,20 +135,20 @@ const char* copy_remedy() noexcept {
 dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versioned, Plan* plan) noexcept {
   const DLDevice dev = b->tensor.device;
   const bool is_backend = b->kind == BufferKind::backend;
-  const std::int32_t dev_type = static_cast<std::int32_t>(dev.device_type);
-  const bool want_cpu = opt.has_target_device != 0 && opt.target_device.device_type == kDLCPU;
+  const std::int32_t dev_type = device_type_of(dev);
+  const bool want_cpu = opt.has_target_device != 0 && device_type_of(opt.target_device) == kDLCPU;
 
   if (opt.has_target_device != 0) {
     const DLDevice t = opt.target_device;
-    if (!device_type_known(static_cast<std::int32_t>(t.device_type)) || t.device_id < 0)
+    if (!device_type_known(device_type_of(t)) || t.device_id < 0)
       return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "target device %d:%d is not a DLPack device",
-                       static_cast<int>(t.device_type), static_cast<int>(t.device_id));
+                       static_cast<int>(device_type_of(t)), static_cast<int>(t.device_id));
     if (!same_device(t, dev) && !(want_cpu && t.device_id == 0))
       return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                        "the buffer is on %s:%d and cannot be exported to %s:%d; dlbridge moves data only to the CPU "
                        "device {kDLCPU, 0}",
                        device_type_name(dev_type), static_cast<int>(dev.device_id),
-                       device_type_name(static_cast<std::int32_t>(t.device_type)), static_cast<int>(t.device_id));
+                       device_type_name(device_type_of(t)), static_cast<int>(t.device_id));
   }
   // A move is needed when the consumer asked for the CPU and the memory is
   // not host memory (pinned host memory is handed over as CPU memory).
@@ -185,11 +185,11 @@ dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versione
   if (plan->copy && opt.has_target_device != 0 && !want_cpu)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                      "%s%sa copy can only be made to host memory, but %s:%d was asked for", why,
-                     why[0] != '\0' ? "; " : "", device_type_name(static_cast<std::int32_t>(opt.target_device.device_type)),
+                     why[0] != '\0' ? "; " : "", device_type_name(device_type_of(opt.target_device)),
                      static_cast<int>(opt.target_device.device_id));
 
   plan->device = plan->copy ? DLDevice{kDLCPU, 0} : (want_cpu ? DLDevice{kDLCPU, 0} : dev);
-  if (opt.stream != DLB_STREAM_NONE && plan->device.device_type == kDLCPU && !is_backend)
+  if (opt.stream != DLB_STREAM_NONE && device_type_of(plan->device) == kDLCPU && !is_backend)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
                      "(pass DLB_STREAM_NONE)",

@@ -16,10 +16,11 @@ void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t*
   std::int64_t step = 1;
   for (std::int32_t i = ndim - 1; i >= 0; --i) {
     strides[i] = step;
-    // Overflow is ruled out by check_layout's element count; a zero extent
-    // makes later strides 0, which numpy and torch also accept, but keep the
-    // stride useful by stepping over at least one element.
-    step *= shape[i] > 1 ? shape[i] : 1;
+    // Extents of 0 and 1 do not advance the step. For a non-empty tensor
+    // check_layout has bounded the product; an empty one may multiply huge
+    // extents (its strides are arbitrary anyway), so saturate.
+    const std::int64_t n = shape[i] > 1 ? shape[i] : 1;
+    if (__builtin_mul_overflow(step, n, &step)) step = INT64_MAX;
   }
 }
 
@@ -32,9 +33,9 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
   if (ndim > 0 && t->shape == nullptr)
     return set_error(shape_status, "%sshape is NULL with ndim %d", what(origin), ndim);
   DLB_TRY(check_dtype(t->dtype));
-  if (!device_type_known(static_cast<std::int32_t>(t->device.device_type)))
+  if (!device_type_known(device_type_of(t->device)))
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%sdevice type %d is not a DLPack device type", what(origin),
-                     static_cast<int>(t->device.device_type));
+                     static_cast<int>(device_type_of(t->device)));
   if (t->device.device_id < 0)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%sdevice id %d is negative", what(origin),
                      static_cast<int>(t->device.device_id));

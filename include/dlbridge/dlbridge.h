@@ -494,11 +494,13 @@ DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out);
  * @defgroup dlb_export Export
  * @brief Buffers out as DLManagedTensorVersioned or legacy DLManagedTensor.
  *
- * Every export holds a reference on its buffer until its deleter runs. The
- * deleter frees the managed struct, runs exactly once, may be called from
- * any thread, and never calls back into a language runtime. Strides are
- * always written for ndim > 0; strides of size-1 and zero-size dimensions are
- * kept as the buffer has them.
+ * Every zero-copy export holds a reference on its buffer until its deleter
+ * runs; a copy owns its memory and holds none. The deleter frees the managed
+ * struct (and a copy's memory), runs exactly once, may be called from any
+ * thread, and never calls back into a language runtime. Strides are always
+ * written for ndim > 0; strides of size-1 and zero-size dimensions are kept
+ * as the buffer has them. `data` is never NULL, even for a zero-size tensor
+ * (some consumers skip the deleter of a tensor whose data is NULL).
  * @{
  */
 
@@ -556,7 +558,9 @@ DLB_API void dlb_export_options_init(dlb_export_options* options);
  * The result carries version {DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR}; flags
  * READ_ONLY when the buffer is read-only or DLB_EXPORT_READ_ONLY was asked
  * for; IS_COPIED when this export made a copy (or the buffer was imported
- * with IS_COPIED).
+ * with IS_COPIED). A copy is the consumer's own, compact, row-major and
+ * 64-byte aligned, and it is writable (READ_ONLY unset) unless
+ * DLB_EXPORT_READ_ONLY is passed, even when the buffer is read-only.
  * @param buffer the buffer to export; a zero-copy export takes a reference
  *        of its own, the caller's is unchanged.
  * @param options NULL means the defaults.
