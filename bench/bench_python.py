@@ -10,6 +10,8 @@ Each figure is the best of R repeats of N calls (the least disturbed run),
 per call in microseconds; a call includes dropping its result, so deleters
 and destructors are counted too. The pairs are measured interleaved, so
 that load from other processes hits baseline and candidate alike.
+DLBRIDGE_NO_BUILTINS=1 measures the ctypes fallback the package uses when
+the library has no dlb_py_method_table().
 """
 
 import argparse
@@ -74,6 +76,11 @@ def main(argv=None):
         ("numpy array.__dlpack__() (dropped)", lambda: a.__dlpack__()),
         ("dlbridge.live_exports() (one ctypes call, no arguments)", dlbridge.live_exports),
     ]
+    builtins = getattr(dlbridge._lib, "builtins", None)  # None: ctypes only
+    if builtins is not None:
+        handle, owner = builtins["handle"], t._o
+        pieces.append(("a builtin from dlb_py_method_table (handle(owner))",
+                       lambda: handle(owner)))
 
     width = max(len(row[0]) for row in rows)
     print("%-*s  %9s  %9s  %6s  %5s" % (width, "exchange", "us/call", "base us", "ratio", "goal"))
@@ -88,9 +95,10 @@ def main(argv=None):
     print()
     for name, stmt in pieces:
         print("%-60s %7.3f us" % (name, best_per_call(stmt, n, r)))
-    print("python %s, numpy %s, torch %s, dlbridge %s" % (
+    print("python %s, numpy %s, torch %s, dlbridge %s, %s" % (
         sys.version.split()[0], np.__version__, torch.__version__ if torch else "-",
-        dlbridge.__version__))
+        dlbridge.__version__,
+        "builtins" if builtins is not None else "ctypes only (no method table)"))
     return 0
 
 

@@ -86,6 +86,22 @@ struct PythonApi {
   int (*PyObject_GetBuffer)(PyObject*, Py_buffer*, int);
   void (*PyBuffer_Release)(Py_buffer*);
   bool complete;
+  // Only for the builtins of dlb_py_method_table().
+  void (*Py_IncRef)(PyObject*);
+  PyObject* Py_None;  // &_Py_NoneStruct
+  PyObject** PyExc_TypeError;
+  void (*PyErr_SetObject)(PyObject*, PyObject*);
+  PyObject* (*PyLong_FromVoidPtr)(void*);
+  void* (*PyLong_AsVoidPtr)(PyObject*);
+  PyObject* (*PyLong_FromLongLong)(long long);
+  PyObject* (*PyLong_FromUnsignedLongLong)(unsigned long long);
+  long long (*PyLong_AsLongLong)(PyObject*);
+  PyObject* (*PyBool_FromLong)(long);
+  PyObject* (*PyTuple_New)(Py_ssize_t);
+  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*);  // steals the item
+  PyObject* (*PyUnicode_DecodeUTF8)(const char*, Py_ssize_t, const char*);
+  PyObject* (*PyUnicode_FromString)(const char*);
+  bool fast_complete;
 };
 
 template <class F>
@@ -122,6 +138,22 @@ PythonApi load_api() noexcept {
     (void)resolve(api.IsFinalizing, "_Py_IsFinalizing");
   }
   api.complete = ok;
+  bool fast = ok;
+  fast &= resolve(api.Py_IncRef, "Py_IncRef");
+  fast &= resolve(api.Py_None, "_Py_NoneStruct");
+  fast &= resolve(api.PyExc_TypeError, "PyExc_TypeError");
+  fast &= resolve(api.PyErr_SetObject, "PyErr_SetObject");
+  fast &= resolve(api.PyLong_FromVoidPtr, "PyLong_FromVoidPtr");
+  fast &= resolve(api.PyLong_AsVoidPtr, "PyLong_AsVoidPtr");
+  fast &= resolve(api.PyLong_FromLongLong, "PyLong_FromLongLong");
+  fast &= resolve(api.PyLong_FromUnsignedLongLong, "PyLong_FromUnsignedLongLong");
+  fast &= resolve(api.PyLong_AsLongLong, "PyLong_AsLongLong");
+  fast &= resolve(api.PyBool_FromLong, "PyBool_FromLong");
+  fast &= resolve(api.PyTuple_New, "PyTuple_New");
+  fast &= resolve(api.PyTuple_SetItem, "PyTuple_SetItem");
+  fast &= resolve(api.PyUnicode_DecodeUTF8, "PyUnicode_DecodeUTF8");
+  fast &= resolve(api.PyUnicode_FromString, "PyUnicode_FromString");
+  api.fast_complete = fast;
   return api;
 }
 
@@ -206,6 +238,43 @@ void capsule_destructor(PyObject* capsule) {
   }
 }
 
+// Exports `buffer` into a new capsule; NULL with BufferError (or
+// MemoryError) set on failure, nothing left allocated. GIL held.
+PyObject* export_to_capsule(const PythonApi& pyref, dlb_buffer* buffer,
+                            const dlb_export_options* options, int32_t versioned) noexcept {
+  const PythonApi* py = &pyref;
+  void* managed = nullptr;
+  const char* name = nullptr;
+  dlb_status s;
+  if (versioned != 0) {
+    DLManagedTensorVersioned* t = nullptr;
+    s = dlb_export_versioned(buffer, options, &t);
+    managed = t;
+    name = kNameVersioned;
+  } else {
+    DLManagedTensor* t = nullptr;
+    s = dlb_export_legacy(buffer, options, &t);
+    managed = t;
+    name = kNameLegacy;
+  }
+  if (s != DLB_OK) {
+    char text[600];
+    std::snprintf(text, sizeof text, "%s: %s", dlb_status_name(s), dlb_last_error_message());
+    py->PyErr_SetString(*py->PyExc_BufferError, text);
+    return nullptr;
+  }
+  PyObject* capsule = py->PyCapsule_New(managed, name, capsule_destructor);
+  if (capsule == nullptr) {  // MemoryError is set
+    if (versioned != 0) {
+      dlb_managed_free_versioned(static_cast<DLManagedTensorVersioned*>(managed));
+    } else {
+      dlb_managed_free_legacy(static_cast<DLManagedTensor*>(managed));
+    }
+    return nullptr;
+  }
+  return capsule;
+}
+
 // Imports hand the library a shim whose deleter takes the GIL before calling
 // the producer's deleter: producers such as numpy 1.x free Python objects in
 // their deleters without taking the GIL, and the library may run a deleter
@@ -281,6 +350,33 @@ dlb_status import_legacy(const PythonApi& py, PyObject* capsule,
   py.PyCapsule_SetName(capsule, kNameUsedLegacy);
   *out = buffer;
   return DLB_OK;
+}
+
+// Imports from a "dltensor_versioned" or "dltensor" capsule, refusing
+// anything else with DLB_ERR_INVALID_ARGUMENT. GIL held.
+dlb_status import_any(const PythonApi& py, PyObject* capsule, const dlb_import_options* options,
+                      dlb_buffer** out) noexcept {
+  if (py.PyCapsule_IsValid(capsule, kNameVersioned) != 0) {
+    return import_versioned(py, capsule, options, out);
+  }
+  if (py.PyCapsule_IsValid(capsule, kNameLegacy) != 0) {
+    return import_legacy(py, capsule, options, out);
+  }
+  const char* name = py.PyCapsule_GetName(capsule);
+  if (name == nullptr && py.PyErr_Occurred() != nullptr) {
+    py.PyErr_Clear();
+    return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
+                          "dlb_py_import_capsule: the object is not a PyCapsule");
+  }
+  if (name != nullptr &&
+      (std::strcmp(name, kNameUsedVersioned) == 0 || std::strcmp(name, kNameUsedLegacy) == 0)) {
+    return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
+                          "dlb_py_import_capsule: the capsule was already consumed (named '%s')",
+                          name);
+  }
+  return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
+                        "dlb_py_import_capsule: capsule named '%s' is not a DLPack capsule",
+                        name != nullptr ? name : "(null)");
 }
 
 // ---------------------------------------------------------------------------
@@ -362,36 +458,7 @@ DLB_API void* dlb_py_export_capsule(dlb_buffer* buffer, const dlb_export_options
     (void)no_python("dlb_py_export_capsule");
     return nullptr;
   }
-  void* managed = nullptr;
-  const char* name = nullptr;
-  dlb_status s;
-  if (versioned != 0) {
-    DLManagedTensorVersioned* t = nullptr;
-    s = dlb_export_versioned(buffer, options, &t);
-    managed = t;
-    name = kNameVersioned;
-  } else {
-    DLManagedTensor* t = nullptr;
-    s = dlb_export_legacy(buffer, options, &t);
-    managed = t;
-    name = kNameLegacy;
-  }
-  if (s != DLB_OK) {
-    char text[600];
-    std::snprintf(text, sizeof text, "%s: %s", dlb_status_name(s), dlb_last_error_message());
-    py->PyErr_SetString(*py->PyExc_BufferError, text);
-    return nullptr;
-  }
-  PyObject* capsule = py->PyCapsule_New(managed, name, capsule_destructor);
-  if (capsule == nullptr) {  // MemoryError is set
-    if (versioned != 0) {
-      dlb_managed_free_versioned(static_cast<DLManagedTensorVersioned*>(managed));
-    } else {
-      dlb_managed_free_legacy(static_cast<DLManagedTensor*>(managed));
-    }
-    return nullptr;
-  }
-  return capsule;
+  return export_to_capsule(*py, buffer, options, versioned);
 }
 
 DLB_API dlb_status dlb_py_import_capsule(void* capsule, const dlb_import_options* options,
@@ -402,27 +469,7 @@ DLB_API dlb_status dlb_py_import_capsule(void* capsule, const dlb_import_options
   }
   const PythonApi* py = python();
   if (py == nullptr) return no_python("dlb_py_import_capsule");
-  if (py->PyCapsule_IsValid(capsule, kNameVersioned) != 0) {
-    return import_versioned(*py, capsule, options, out);
-  }
-  if (py->PyCapsule_IsValid(capsule, kNameLegacy) != 0) {
-    return import_legacy(*py, capsule, options, out);
-  }
-  const char* name = py->PyCapsule_GetName(capsule);
-  if (name == nullptr && py->PyErr_Occurred() != nullptr) {
-    py->PyErr_Clear();
-    return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
-                          "dlb_py_import_capsule: the object is not a PyCapsule");
-  }
-  if (name != nullptr &&
-      (std::strcmp(name, kNameUsedVersioned) == 0 || std::strcmp(name, kNameUsedLegacy) == 0)) {
-    return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
-                          "dlb_py_import_capsule: the capsule was already consumed (named '%s')",
-                          name);
-  }
-  return dlb::set_error(DLB_ERR_INVALID_ARGUMENT,
-                        "dlb_py_import_capsule: capsule named '%s' is not a DLPack capsule",
-                        name != nullptr ? name : "(null)");
+  return import_any(*py, capsule, options, out);
 }
 
 DLB_API dlb_status dlb_py_wrap_buffer(void* obj, dlb_buffer** out) {
@@ -500,3 +547,279 @@ DLB_API dlb_status dlb_py_wrap_buffer(void* obj, dlb_buffer** out) {
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------------------
+// Builtins: the hot entry points as CPython functions
+// ---------------------------------------------------------------------------
+//
+// ctypes pays a fixed cost per call and per converted argument that is
+// larger than numpy's whole DLPack round trip. The functions below are
+// CPython builtins instead (METH_O / METH_FASTCALL), which the package makes
+// with PyCFunction_NewEx from the table dlb_py_method_table() returns. A
+// buffer handle travels between them inside an "owner" capsule: a PyCapsule
+// named "dlbridge.buffer" holding one reference, which its destructor
+// releases, so that dropping the Python object that keeps the owner releases
+// the handle without any Python code running.
+
+namespace {
+
+// PyMethodDef (Include/methodobject.h), unchanged through CPython 3.x.
+using PyCFunction = PyObject* (*)(PyObject*, PyObject*);
+struct PyMethodDef {
+  const char* ml_name;
+  PyCFunction ml_meth;
+  int ml_flags;
+  const char* ml_doc;
+};
+static_assert(sizeof(PyMethodDef) == 32, "PyMethodDef layout of 64-bit CPython 3.x");
+
+constexpr int kMETH_O = 0x0008;
+constexpr int kMETH_FASTCALL = 0x0080;
+
+constexpr const char kNameOwner[] = "dlbridge.buffer";
+
+// The exception class failures other than exports raise: set once by the
+// package (dlbridge.Error, called as Error(status, message)); BufferError
+// until then. A strong reference, kept for the life of the process.
+PyObject* g_error_type = nullptr;
+
+// The fast entry points run only once python() is complete and the extra
+// functions were found; dlb_py_method_table() checks that before handing
+// them out.
+const PythonApi& api() noexcept { return *python(); }
+
+PyObject* new_none(const PythonApi& py) noexcept {
+  py.Py_IncRef(py.Py_None);
+  return py.Py_None;
+}
+
+// Raises the error class with (status, the library's last message).
+PyObject* raise_status(const PythonApi& py, dlb_status status) noexcept {
+  PyObject* type = g_error_type != nullptr ? g_error_type : *py.PyExc_BufferError;
+  const char* text = dlb_last_error_message();
+  PyObject* args = py.PyTuple_New(2);
+  if (args == nullptr) return nullptr;
+  PyObject* code = py.PyLong_FromLongLong(status);
+  PyObject* message = py.PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)),
+                                              "replace");
+  if (code == nullptr || message == nullptr) {
+    if (code != nullptr) py.Py_DecRef(code);
+    if (message != nullptr) py.Py_DecRef(message);
+    py.Py_DecRef(args);
+    return nullptr;
+  }
+  py.PyTuple_SetItem(args, 0, code);
+  py.PyTuple_SetItem(args, 1, message);
+  py.PyErr_SetObject(type, args);
+  py.Py_DecRef(args);
+  return nullptr;
+}
+
+PyObject* type_error(const PythonApi& py, const char* text) noexcept {
+  py.PyErr_SetString(*py.PyExc_TypeError, text);
+  return nullptr;
+}
+
+void owner_destructor(PyObject* owner) {
+  const PythonApi* py = python();
+  if (py == nullptr) return;
+  // The capsule is valid by construction; GetPointer cannot fail here.
+  dlb_buffer_release(static_cast<dlb_buffer*>(py->PyCapsule_GetPointer(owner, kNameOwner)));
+}
+
+// A new owner for `buffer`, taking over the caller's reference (released
+// again if the capsule cannot be made).
+PyObject* new_owner(const PythonApi& py, dlb_buffer* buffer) noexcept {
+  PyObject* owner = py.PyCapsule_New(buffer, kNameOwner, owner_destructor);
+  if (owner == nullptr) dlb_buffer_release(buffer);
+  return owner;
+}
+
+// The handle inside an owner (borrowed); NULL with TypeError set otherwise.
+dlb_buffer* owned(const PythonApi& py, PyObject* owner) noexcept {
+  if (py.PyCapsule_IsValid(owner, kNameOwner) == 0) {
+    (void)type_error(py, "dlbridge: expected a buffer owner (a 'dlbridge.buffer' capsule)");
+    return nullptr;
+  }
+  return static_cast<dlb_buffer*>(py.PyCapsule_GetPointer(owner, kNameOwner));
+}
+
+// export(owner) -> a "dltensor" capsule with the default options, or
+// export(owner, versioned, copy, has_device, device_type, device_id,
+//        stream, flags) -> a "dltensor_versioned" / "dltensor" capsule;
+// stream None means DLB_STREAM_NONE. Failures raise BufferError.
+PyObject* py_export(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  const PythonApi& py = api();
+  if (nargs != 1 && nargs != 8) {
+    return type_error(py, "export() takes 1 or 8 arguments");
+  }
+  dlb_buffer* buffer = owned(py, args[0]);
+  if (buffer == nullptr) return nullptr;
+  if (nargs == 1) return export_to_capsule(py, buffer, nullptr, 0);
+
+  long long v[7];
+  for (int i = 0; i < 7; ++i) {
+    if (i == 5 && args[1 + i] == py.Py_None) {
+      v[i] = DLB_STREAM_NONE;
+      continue;
+    }
+    v[i] = py.PyLong_AsLongLong(args[1 + i]);
+    if (v[i] == -1 && py.PyErr_Occurred() != nullptr) return nullptr;
+  }
+  dlb_export_options options;
+  dlb_export_options_init(&options);
+  options.copy = static_cast<int32_t>(v[1]);
+  options.has_target_device = v[2] != 0 ? 1 : 0;
+  options.target_device.device_type = static_cast<DLDeviceType>(v[3]);
+  options.target_device.device_id = static_cast<int32_t>(v[4]);
+  options.stream = static_cast<int64_t>(v[5]);
+  options.flags = static_cast<uint64_t>(v[6]);
+  return export_to_capsule(py, buffer, &options, v[0] != 0 ? 1 : 0);
+}
+
+// import_capsule(capsule) -> owner; renames the capsule used_* on success.
+// Failures raise the error class (dlbridge.Error).
+PyObject* py_import_capsule(PyObject* /*self*/, PyObject* capsule) {
+  const PythonApi& py = api();
+  dlb_buffer* buffer = nullptr;
+  const dlb_status s = import_any(py, capsule, nullptr, &buffer);
+  if (s != DLB_OK) return raise_status(py, s);
+  return new_owner(py, buffer);
+}
+
+// wrap_buffer(obj) -> owner over the object's buffer protocol export.
+PyObject* py_wrap_buffer(PyObject* /*self*/, PyObject* obj) {
+  const PythonApi& py = api();
+  dlb_buffer* buffer = nullptr;
+  const dlb_status s = dlb_py_wrap_buffer(obj, &buffer);
+  if (s != DLB_OK) return raise_status(py, s);
+  return new_owner(py, buffer);
+}
+
+// own(handle) -> owner taking over one reference the caller holds (an int
+// from a ctypes call such as dlb_buffer_alloc).
+PyObject* py_own(PyObject* /*self*/, PyObject* handle) {
+  const PythonApi& py = api();
+  void* p = py.PyLong_AsVoidPtr(handle);
+  if (p == nullptr) {
+    if (py.PyErr_Occurred() != nullptr) return nullptr;
+    return type_error(py, "own() needs a buffer handle, not 0");
+  }
+  return new_owner(py, static_cast<dlb_buffer*>(p));
+}
+
+// handle(owner) -> the dlb_buffer* as an int (borrowed: valid while the
+// owner lives).
+PyObject* py_handle(PyObject* /*self*/, PyObject* owner) {
+  const PythonApi& py = api();
+  dlb_buffer* buffer = owned(py, owner);
+  if (buffer == nullptr) return nullptr;
+  return py.PyLong_FromVoidPtr(buffer);
+}
+
+// Steals `item` into slot i of `tuple`; false (tuple untouched) when item
+// is NULL, i.e. its creation failed.
+bool put(const PythonApi& py, PyObject* tuple, Py_ssize_t i, PyObject* item) noexcept {
+  if (item == nullptr) return false;
+  py.PyTuple_SetItem(tuple, i, item);
+  return true;
+}
+
+PyObject* int_tuple(const PythonApi& py, const int64_t* values, int n) noexcept {
+  PyObject* tuple = py.PyTuple_New(n);
+  if (tuple == nullptr) return nullptr;
+  for (int i = 0; i < n; ++i) {
+    if (!put(py, tuple, i, py.PyLong_FromLongLong(values[i]))) {
+      py.Py_DecRef(tuple);
+      return nullptr;
+    }
+  }
+  return tuple;
+}
+
+// meta(owner) -> (shape, strides, dtype name, (device_type, device_id),
+// data_ptr, readonly, nbytes), what Tensor caches. Strides in elements.
+PyObject* py_meta(PyObject* /*self*/, PyObject* owner) {
+  const PythonApi& py = api();
+  dlb_buffer* buffer = owned(py, owner);
+  if (buffer == nullptr) return nullptr;
+  DLTensor t;
+  dlb_status s = dlb_buffer_dltensor(buffer, &t);
+  if (s != DLB_OK) return raise_status(py, s);
+  char name[64];
+  s = dlb_dtype_name(t.dtype, name, sizeof name);
+  if (s != DLB_OK) return raise_status(py, s);
+  const int ndim = t.ndim;
+  int64_t compact[kPyBufMaxNdim];
+  const int64_t* strides = t.strides;
+  if (strides == nullptr && ndim > 0) {  // the library fills them; be safe anyway
+    if (ndim > kPyBufMaxNdim) return type_error(py, "meta(): too many dimensions");
+    int64_t step = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      compact[i] = step;
+      step *= t.shape[i];
+    }
+    strides = compact;
+  }
+  const uintptr_t data = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  PyObject* result = py.PyTuple_New(7);
+  if (result == nullptr) return nullptr;
+  PyObject* device = py.PyTuple_New(2);
+  bool ok = device != nullptr &&
+            put(py, device, 0, py.PyLong_FromLongLong(t.device.device_type)) &&
+            put(py, device, 1, py.PyLong_FromLongLong(t.device.device_id));
+  if (!ok) {
+    if (device != nullptr) py.Py_DecRef(device);
+    py.Py_DecRef(result);
+    return nullptr;
+  }
+  ok = put(py, result, 0, int_tuple(py, t.shape, ndim)) &&
+       put(py, result, 1, int_tuple(py, strides, ndim)) &&
+       put(py, result, 2, py.PyUnicode_FromString(name)) && put(py, result, 3, device) &&
+       put(py, result, 4, py.PyLong_FromUnsignedLongLong(data)) &&
+       put(py, result, 5, py.PyBool_FromLong((dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0)) &&
+       put(py, result, 6, py.PyLong_FromUnsignedLongLong(dlb_buffer_nbytes(buffer)));
+  if (!ok) {
+    py.Py_DecRef(result);  // frees the items already in it (NULL slots are skipped)
+    return nullptr;
+  }
+  return result;
+}
+
+// set_error_type(cls): the class failures raise, called as cls(status,
+// message). Kept (one reference) for the life of the process.
+PyObject* py_set_error_type(PyObject* /*self*/, PyObject* type) {
+  const PythonApi& py = api();
+  py.Py_IncRef(type);
+  PyObject* previous = g_error_type;
+  g_error_type = type;
+  if (previous != nullptr) py.Py_DecRef(previous);
+  return new_none(py);
+}
+
+template <class F>
+PyCFunction as_cfunction(F f) noexcept {
+  // Through void(*)() so that no cast-function-type warning fires; CPython
+  // calls each entry with the signature its flags name.
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+const PyMethodDef kMethods[] = {
+    {"export", as_cfunction(py_export), kMETH_FASTCALL,
+     "export(owner[, versioned, copy, has_device, device_type, device_id, stream, flags])"},
+    {"import_capsule", as_cfunction(py_import_capsule), kMETH_O, "import_capsule(capsule) -> owner"},
+    {"wrap_buffer", as_cfunction(py_wrap_buffer), kMETH_O, "wrap_buffer(obj) -> owner"},
+    {"own", as_cfunction(py_own), kMETH_O, "own(handle) -> owner"},
+    {"handle", as_cfunction(py_handle), kMETH_O, "handle(owner) -> int"},
+    {"meta", as_cfunction(py_meta), kMETH_O, "meta(owner) -> metadata tuple"},
+    {"set_error_type", as_cfunction(py_set_error_type), kMETH_O, "set_error_type(cls)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+extern "C" DLB_API const void* dlb_py_method_table(void) {
+  const PythonApi* py = python();
+  if (py == nullptr || !py->fast_complete) return nullptr;
+  return kMethods;
+}

@@ -902,6 +902,25 @@ DLB_API dlb_status dlb_py_import_capsule(void* capsule, const dlb_import_options
  *         DLB_ERR_OUT_OF_MEMORY.
  */
 DLB_API dlb_status dlb_py_wrap_buffer(void* obj, dlb_buffer** out);
+
+/**
+ * The Python binding's hot entry points as CPython builtins: a
+ * NULL-terminated array of CPython `PyMethodDef` entries (METH_O and
+ * METH_FASTCALL functions) that the binding turns into builtin functions
+ * with PyCFunction_NewEx once, so that an exchange costs no ctypes call.
+ * The entries exchange buffer handles inside "owner" capsules (PyCapsule
+ * named "dlbridge.buffer" holding one reference, released by the capsule's
+ * destructor), export to and import from DLPack capsules with the rules of
+ * dlb_py_export_capsule() and dlb_py_import_capsule(), wrap buffer-protocol
+ * objects, and read a buffer's metadata; their docstrings name them.
+ * The functions in the table must be called only by the interpreter, with
+ * the GIL held (as every builtin is).
+ * @return a pointer to a static array owned by the library, valid for the
+ *         life of the process and never freed by the caller; NULL when the
+ *         process has no CPython with the functions the builtins need (the
+ *         binding then keeps to its ctypes calls). Needs no GIL itself.
+ */
+DLB_API const void* dlb_py_method_table(void);
 /** @} */
 
 #ifdef __cplusplus

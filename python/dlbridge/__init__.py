@@ -8,6 +8,11 @@ the array API standard in both directions::
     a = np.from_dlpack(t); g = torch.from_dlpack(t)  # zero-copy views of the same memory
     back = dlbridge.from_dlpack(g)                   # and back again, zero-copy
 
+The hot calls (export, import, releasing a handle, reading metadata) are
+CPython builtins from the library's ``dlb_py_method_table()``; the rest, and
+everything when that table is missing (or ``DLBRIDGE_NO_BUILTINS`` is set),
+goes through ctypes.
+
 Errors: failures of an export (``__dlpack__``) raise ``BufferError`` with the
 library's status name and message, as the protocol asks; invalid protocol
 arguments raise ``TypeError`` / ``ValueError``; every other failure of the
@@ -60,6 +65,18 @@ class Error(Exception):
         super().__init__("%s: %s" % (self.status_name, message))
 
 
+_B = _lib.builtins
+_FAST = _B is not None
+if _FAST:
+    _b_export = _B["export"]
+    _b_import = _B["import_capsule"]
+    _b_wrap = _B["wrap_buffer"]
+    _b_own = _B["own"]
+    _b_handle = _B["handle"]
+    _b_meta = _B["meta"]
+    _B["set_error_type"](Error)  # failures in the builtins raise Error(status, message)
+
+
 def _last_error(status):
     message = _P.dlb_last_error_message().decode("utf-8", "replace")
     return Error(status, message)
@@ -108,10 +125,13 @@ class Tensor:
     and cached. ``strides`` are in elements, as DLPack counts them.
     """
 
-    __slots__ = ("_h", "_meta", "__weakref__")
+    # _o owns the buffer reference: with the builtins, an owner capsule whose
+    # C destructor releases the handle when the tensor is dropped (no
+    # __del__); without them, a ctypes.c_void_p that __del__ releases.
+    __slots__ = ("_o", "_meta", "__weakref__")
 
     def __init__(self, *args, **kwargs):
-        self._h = None
+        self._o = None
         raise TypeError(
             "dlbridge.Tensor is made by dlbridge.empty(), dlbridge.from_buffer() "
             "or dlbridge.from_dlpack()"
@@ -119,24 +139,44 @@ class Tensor:
 
     # -- metadata ------------------------------------------------------------
 
-    def _load(self):
-        t = _lib.DLTensor()
-        _check(_P.dlb_buffer_dltensor(self._h, _ct.byref(t)))
-        ndim = t.ndim
-        shape = tuple(t.shape[:ndim]) if ndim else ()
-        strides = tuple(t.strides[:ndim]) if ndim else ()
-        flags = _P.dlb_buffer_flags(self._h)
-        meta = (
-            shape,
-            strides,
-            _dtype_name(t.dtype),
-            (t.device.device_type, t.device.device_id),
-            (t.data or 0) + t.byte_offset,
-            bool(flags & _lib.DLB_BUFFER_READ_ONLY),
-            _P.dlb_buffer_nbytes(self._h),
-        )
-        self._meta = meta
-        return meta
+    if _FAST:
+
+        @property
+        def _h(self):
+            """The dlb_buffer* as an int (valid while the tensor lives)."""
+            return _b_handle(self._o)
+
+        def _load(self):
+            meta = _b_meta(self._o)
+            self._meta = meta
+            return meta
+
+    else:
+
+        @property
+        def _h(self):
+            """The dlb_buffer* as a ctypes.c_void_p (valid while the tensor lives)."""
+            return self._o
+
+        def _load(self):
+            t = _lib.DLTensor()
+            h = self._o
+            _check(_P.dlb_buffer_dltensor(h, _ct.byref(t)))
+            ndim = t.ndim
+            shape = tuple(t.shape[:ndim]) if ndim else ()
+            strides = tuple(t.strides[:ndim]) if ndim else ()
+            flags = _P.dlb_buffer_flags(h)
+            meta = (
+                shape,
+                strides,
+                _dtype_name(t.dtype),
+                (t.device.device_type, t.device.device_id),
+                (t.data or 0) + t.byte_offset,
+                bool(flags & _lib.DLB_BUFFER_READ_ONLY),
+                _P.dlb_buffer_nbytes(h),
+            )
+            self._meta = meta
+            return meta
 
     def _m(self):
         meta = self._meta
@@ -220,10 +260,12 @@ class Tensor:
             self._load()
         _check(_P.dlb_buffer_delete(self._h))
 
-    def __del__(self, _release=_release):
-        h = self._h
-        if h is not None:
-            _release(h)
+    if not _FAST:
+
+        def __del__(self, _release=_release):
+            h = self._o
+            if h is not None:
+                _release(h)
 
     def __reduce__(self):
         # A copy would share the handle and release it twice.
@@ -246,12 +288,12 @@ class Tensor:
         it is a bad argument, not data that cannot be exported).
         """
         if stream is None and max_version is None and dl_device is None and copy is None:
-            return _export_capsule(self._h, None, 0)
+            if _FAST:
+                return _b_export(self._o)
+            return _export_capsule(self._o, None, 0)
         return self._dlpack_with(stream, max_version, dl_device, copy)
 
     def _dlpack_with(self, stream, max_version, dl_device, copy):
-        options = _lib.ExportOptions()
-        _P.dlb_export_options_init(_ct.byref(options))
         versioned = 0
         if max_version is not None:
             try:
@@ -260,40 +302,60 @@ class Tensor:
             except (TypeError, ValueError):
                 raise TypeError("max_version must be a (major, minor) tuple, not %r" % (max_version,))
             versioned = 1 if major >= 1 else 0
+        policy = _lib.DLB_COPY_IF_NEEDED
         if copy is not None:
             if copy is True:
-                options.copy = _lib.DLB_COPY_ALWAYS
+                policy = _lib.DLB_COPY_ALWAYS
             elif copy is False:
-                options.copy = _lib.DLB_COPY_NEVER
+                policy = _lib.DLB_COPY_NEVER
             else:
                 raise TypeError("copy must be True, False or None, not %r" % (copy,))
+        has_device = 0
+        device_type = device_id = 0
         if dl_device is not None:
             try:
                 device_type, device_id = dl_device
-                options.target_device.device_type = int(device_type)
-                options.target_device.device_id = int(device_id)
+                device_type = int(device_type)
+                device_id = int(device_id)
             except (TypeError, ValueError):
                 raise TypeError("dl_device must be a (device_type, device_id) tuple, not %r"
                                 % (dl_device,))
-            options.has_target_device = 1
+            has_device = 1
         if stream is not None:
-            device_type = self._m()[3][0]
-            if device_type == _lib.kDLCPU:
+            own_type = self._m()[3][0]
+            if own_type == _lib.kDLCPU:
                 raise ValueError("stream must be None for a CPU tensor, not %r" % (stream,))
             if not isinstance(stream, int):
                 raise TypeError("stream must be an int, not %r" % (stream,))
-            if stream == 0 and device_type in (_lib.kDLCUDA, _lib.kDLROCM):
+            if stream == 0 and own_type in (_lib.kDLCUDA, _lib.kDLROCM):
                 raise ValueError("stream 0 is not allowed (use 1 or 2)")
+        if _FAST:
+            return _b_export(self._o, versioned, policy, has_device, device_type, device_id,
+                             stream, 0)
+        options = _lib.ExportOptions()
+        _P.dlb_export_options_init(_ct.byref(options))
+        options.copy = policy
+        options.has_target_device = has_device
+        options.target_device.device_type = device_type
+        options.target_device.device_id = device_id
+        if stream is not None:
             options.stream = stream
-        return _export_capsule(self._h, _ct.byref(options), versioned)
+        return _export_capsule(self._o, _ct.byref(options), versioned)
 
 
-def _new_tensor(handle):
-    """A Tensor owning `handle` (a c_void_p holding one buffer reference)."""
-    t = object.__new__(Tensor)
-    t._h = handle
+def _from_owner(owner):
+    """A Tensor owning `owner` (see Tensor._o)."""
+    t = _object_new(Tensor)
+    t._o = owner
     t._meta = None
     return t
+
+
+def _new_tensor(h):
+    """A Tensor taking over the reference in `h`, a c_void_p a ctypes call filled."""
+    if _FAST:
+        return _from_owner(_b_own(h.value))
+    return _from_owner(h)
 
 
 def empty(shape, dtype):
@@ -321,9 +383,11 @@ def from_buffer(obj):
     a bytearray: it cannot be resized) until the tensor and the last export
     made from it are gone.
     """
+    if _FAST:
+        return _from_owner(_b_wrap(obj))
     h = _c_void_p()
     _check(_lib.wrap_buffer(obj, _ct.byref(h)))
-    return _new_tensor(h)
+    return _from_owner(h)
 
 
 def live_exports():
@@ -336,11 +400,13 @@ _legacy_producers = set()
 
 
 def _import(capsule):
+    if _FAST:
+        return _from_owner(_b_import(capsule))
     h = _c_void_p()
     status = _import_capsule(capsule, None, h)
     if status != 0:
         raise _last_error(status)
-    return _new_tensor(h)
+    return _from_owner(h)
 
 
 def _to_host_copy(tensor):
@@ -362,12 +428,18 @@ def from_dlpack(obj, *, device=None, copy=None):
     producer = type(obj)
     if device is None and copy is None and producer in _legacy_producers:
         # The hot path, inlined: one call into the producer, one into C.
+        if _FAST:
+            owner = _b_import(obj.__dlpack__())
+            t = _object_new(Tensor)
+            t._o = owner
+            t._meta = None
+            return t
         h = _c_void_p()
         status = _import_capsule(obj.__dlpack__(), None, h)
         if status != 0:
             raise _last_error(status)
         t = _object_new(Tensor)
-        t._h = h
+        t._o = h
         t._meta = None
         return t
 

@@ -202,3 +202,66 @@ release_object = pydll.dlb_py_release_object
 buffer_release = ctypes.PyDLL(path).dlb_buffer_release
 buffer_release.restype = None
 buffer_release.argtypes = None
+
+# ----------------------------------------------------------------------------
+# Builtins from dlb_py_method_table()
+# ----------------------------------------------------------------------------
+#
+# The hot calls as CPython builtin functions, made once here from the
+# library's PyMethodDef table: a builtin call costs a fraction of a ctypes
+# call. ``builtins`` is None when the library has no table (an older
+# library, or no usable CPython API), or when the environment variable
+# DLBRIDGE_NO_BUILTINS is set to a non-empty value; the package then keeps
+# to the ctypes calls above.
+
+
+class PyMethodDef(ctypes.Structure):
+    _fields_ = [
+        ("ml_name", ctypes.c_char_p),
+        ("ml_meth", ctypes.c_void_p),
+        ("ml_flags", ctypes.c_int),
+        ("ml_doc", ctypes.c_char_p),
+    ]
+
+
+BUILTIN_NAMES = frozenset(
+    ["export", "import_capsule", "wrap_buffer", "own", "handle", "meta", "set_error_type"]
+)
+
+
+def _load_builtins():
+    if os.environ.get("DLBRIDGE_NO_BUILTINS"):
+        return None
+    try:
+        table = pydll.dlb_py_method_table
+    except AttributeError:  # a library from before the table
+        return None
+    table.restype = ctypes.c_void_p
+    table.argtypes = []
+    address = table()
+    if not address:
+        return None
+    api = ctypes.pythonapi
+    if hasattr(api, "PyCFunction_NewEx"):
+        make = api.PyCFunction_NewEx
+        make.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        extra = (None, None)
+    else:
+        make = api.PyCFunction_New
+        make.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        extra = (None,)
+    make.restype = ctypes.py_object
+    made = {}
+    size = ctypes.sizeof(PyMethodDef)
+    while True:
+        entry = PyMethodDef.from_address(address)
+        if not entry.ml_name:
+            break
+        made[entry.ml_name.decode("ascii")] = make(address, *extra)
+        address += size
+    if not BUILTIN_NAMES <= made.keys():
+        return None
+    return made
+
+
+builtins = _load_builtins()
