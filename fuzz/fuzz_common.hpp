@@ -249,10 +249,13 @@ struct Placement {
 // need more than `cap` bytes (the caller then must not let anything read it).
 inline bool place(const Extent& e, uint64_t byte_offset, size_t cap, Reader& r, Placement* out) {
   if (!e.fits || byte_offset > cap) return false;
-  int64_t first = static_cast<int64_t>(byte_offset) + e.lo;  // relative to data
-  int64_t shift = first < 0 ? -first : 0;
-  int64_t size = shift + static_cast<int64_t>(byte_offset) + e.hi;
-  if (size < 0 || static_cast<uint64_t>(size) > cap) return false;
+  // 128-bit: lo and hi may each be near the 64-bit limits.
+  const __int128 first = static_cast<__int128>(byte_offset) + e.lo;  // relative to data
+  const __int128 shift128 = first < 0 ? -first : 0;
+  const __int128 size128 = shift128 + static_cast<__int128>(byte_offset) + e.hi;
+  if (size128 < 0 || size128 > static_cast<__int128>(cap)) return false;
+  const int64_t shift = static_cast<int64_t>(shift128);
+  const int64_t size = static_cast<int64_t>(size128);
   size_t alloc = size > 0 ? static_cast<size_t>(size) : 1;
   out->block = static_cast<uint8_t*>(std::malloc(alloc));
   if (out->block == nullptr) return false;
