@@ -61,6 +61,17 @@ struct ThreadState {
 thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {
     {nullptr, nullptr}, {0, 0}, nullptr, false};
 
+void drain(ThreadState& s) noexcept {
+  for (int c = 0; c < kBlockClasses; ++c) {
+    while (s.heads[c] != nullptr) {
+      FreeBlock* next = s.heads[c]->next;
+      mem_free(s.heads[c]);
+      s.heads[c] = next;
+    }
+    s.counts[c] = 0;
+  }
+}
+
 // Constructed on a thread's first use; its destructor returns the cached
 // blocks and folds the thread's count into g_retired.
 struct ThreadReaper {
@@ -73,14 +84,7 @@ struct ThreadReaper {
   }
   ~ThreadReaper() {
     ThreadState& s = tl_state;
-    for (int c = 0; c < kBlockClasses; ++c) {
-      while (s.heads[c] != nullptr) {
-        FreeBlock* next = s.heads[c]->next;
-        mem_free(s.heads[c]);
-        s.heads[c] = next;
-      }
-      s.counts[c] = 0;
-    }
+    drain(s);
     {
       std::lock_guard<std::mutex> lock(g_slots_mutex);
       g_retired.fetch_add(slot.live.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -158,15 +162,7 @@ std::int64_t live_total() noexcept {
 
 namespace testing {
 void drop_thread_caches() noexcept {
-  ThreadState& s = tl_state;
-  for (int c = 0; c < kBlockClasses; ++c) {
-    while (s.heads[c] != nullptr) {
-      FreeBlock* next = s.heads[c]->next;
-      mem_free(s.heads[c]);
-      s.heads[c] = next;
-    }
-    s.counts[c] = 0;
-  }
+  drain(tl_state);
 }
 }  // namespace testing
 
