@@ -272,10 +272,10 @@ DLB_API const char* dlb_status_name(dlb_status code);
  */
 DLB_API const char* dlb_last_error_message(void);
 
-/** The status of the calling thread's last failed call, or DLB_OK. */
+/** The status of the calling thread's last failed call, or DLB_OK. Owns nothing. */
 DLB_API dlb_status dlb_last_error_code(void);
 
-/** Clears the calling thread's last error (code DLB_OK, message ""). */
+/** Clears the calling thread's last error (code DLB_OK, message ""). Owns nothing. */
 DLB_API void dlb_clear_last_error(void);
 /** @} */
 
@@ -464,10 +464,14 @@ DLB_API uint64_t dlb_buffer_flags(const dlb_buffer* buffer);
 /**
  * Bytes the tensor's elements occupy when compact: element count times
  * element size, sub-byte types rounded up to whole bytes. 0 for NULL.
+ * Reads the buffer only; the caller keeps its reference. Thread-safe.
  */
 DLB_API uint64_t dlb_buffer_nbytes(const dlb_buffer* buffer);
 
-/** Current reference count (handles plus exports); 0 for NULL. For tests. */
+/**
+ * Current reference count (handles plus zero-copy exports); 0 for NULL.
+ * A snapshot for tests and diagnostics; reads only. Thread-safe.
+ */
 DLB_API int64_t dlb_buffer_refcount(const dlb_buffer* buffer);
 
 /**
@@ -595,7 +599,11 @@ DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_opt
 DLB_API dlb_status dlb_export_legacy(dlb_buffer* buffer, const dlb_export_options* options,
                                      DLManagedTensor** out);
 
-/** Managed tensors exported by this library whose deleter has not run. */
+/**
+ * Managed tensors exported by this library whose deleter has not run, over
+ * all threads. Exact when no other thread is exporting or deleting at the
+ * same moment (tests call it at quiet points). Owns nothing. Thread-safe.
+ */
 DLB_API int64_t dlb_live_exports(void);
 /** @} */
 
@@ -838,7 +846,8 @@ DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage,
 
 /**
  * Records the calling thread's backend error text, for a callback about to
- * return non-zero. `message` is copied (truncated to 255 bytes); NULL clears.
+ * return non-zero. `message` is copied (truncated to 255 bytes), so the
+ * caller keeps ownership of it; NULL clears. Thread-local.
  */
 DLB_API void dlb_backend_set_error(const char* message);
 /** @} */
@@ -870,9 +879,10 @@ DLB_API void dlb_py_release_object(void* obj);
  * Exports `buffer` and wraps the result in a new PyCapsule named
  * "dltensor_versioned" (versioned != 0) or "dltensor", whose destructor
  * calls the managed tensor's deleter only while the capsule is unconsumed.
- * @return a new reference to the capsule; NULL with a Python BufferError set
- *         (carrying the library's message) on failure, when nothing is left
- *         allocated.
+ * @return a new reference to the capsule, owned by the caller; the caller's
+ *         reference on `buffer` is unchanged (the export inside holds its
+ *         own). NULL with a Python BufferError set (carrying the library's
+ *         message) on failure, when nothing is left allocated.
  */
 DLB_API void* dlb_py_export_capsule(dlb_buffer* buffer, const dlb_export_options* options,
                                     int32_t versioned);
