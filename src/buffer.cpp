@@ -199,6 +199,7 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
     return DLB_OK;
   }
   const bool readable = device_is_host_readable(device_type_of(b->tensor.device));
+  if (b->nbytes == 0) return DLB_OK;
   if (be->vt.acquire_access != nullptr && readable && backend_layout_kind(b) == DLB_LAYOUT_STRIDED) {
     void* data = nullptr;
     void* ref = nullptr;

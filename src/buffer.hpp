@@ -76,9 +76,10 @@ void buffer_release(dlb_buffer* b) noexcept;
 inline void buffer_retain(dlb_buffer* b) noexcept { b->refs.fetch_add(1, std::memory_order_relaxed); }
 
 // Address of element [0, ...] for host-readable memory.
-// (NULL for an empty buffer without memory: no arithmetic on NULL.)
+// An empty buffer's data and byte_offset are unchecked (NULL data, any
+// offset): no pointer arithmetic on them, its origin is never read.
 inline unsigned char* buffer_origin(const dlb_buffer* b) noexcept {
-  if (b->tensor.data == nullptr) return nullptr;
+  if (b->tensor.data == nullptr || b->nbytes == 0) return static_cast<unsigned char*>(b->tensor.data);
   return static_cast<unsigned char*>(b->tensor.data) + b->tensor.byte_offset;
 }
 

@@ -288,3 +288,23 @@ TEST_F(Import, ConcurrentImportsAndReleases) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
 }
+
+TEST_F(Import, EmptyTensorWithAHugeByteOffsetIsCopiedWithoutPointerArithmetic) {
+  // Found by fuzz_import_*: the offset of an empty tensor is never checked
+  // (nothing is read), so it must never be added to the data pointer.
+  ForeignTensor f(f32(), {0, 3}, {3, 1}, 16, UINT64_MAX - 7);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_import_versioned(f.as_versioned(), nullptr, &b), DLB_OK);
+  dlb_buffer* h = nullptr;
+  ASSERT_EQ(dlb_buffer_to_host(b, &h), DLB_OK);
+  dlb_export_options o;
+  dlb_export_options_init(&o);
+  o.copy = DLB_COPY_ALWAYS;
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, &o, &m), DLB_OK);
+  EXPECT_EQ(m->dl_tensor.byte_offset, 0u);
+  m->deleter(m);
+  dlb_buffer_release(h);
+  dlb_buffer_release(b);
+  EXPECT_EQ(f.deleter_calls.load(), 1);
+}
