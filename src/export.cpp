@@ -221,7 +221,18 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     return set_error(DLB_ERR_DELETED,
                      "buffer was deleted (donated) and cannot be exported; exports made before stay valid");
   Plan plan;
-  DLB_TRY(make_plan(b, opt, versioned, &plan));
+  if (options == nullptr && b->kind != BufferKind::backend) {
+    // The common case (default options, memory the library can hand out
+    // as it is): a zero-copy export with the buffer's own flags.
+    plan.device = b->tensor.device;
+    if ((b->flags & DLB_BUFFER_READ_ONLY) != 0) {
+      if (!versioned) return make_plan(b, opt, versioned, &plan);  // the refusal and its message
+      plan.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    }
+    if ((b->flags & DLB_BUFFER_COPIED) != 0) plan.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  } else {
+    DLB_TRY(make_plan(b, opt, versioned, &plan));
+  }
 
   const std::int32_t ndim = b->tensor.ndim;
   ExportBlock* blk = take_block(ndim);
@@ -232,7 +243,6 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
   blk->has_access = false;
   std::int64_t* shape = blk->dims();
   std::int64_t* strides = shape + blk->capacity;
-  for (std::int32_t i = 0; i < ndim; ++i) shape[i] = b->tensor.shape[i];
 
   DLTensor t;
   t.device = plan.device;
@@ -253,11 +263,17 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
       return s;
     }
     blk->copy = mem;
+    for (std::int32_t i = 0; i < ndim; ++i) shape[i] = b->tensor.shape[i];
     compact_strides(ndim, shape, strides);
     t.data = mem;
     t.byte_offset = 0;
   } else {
-    for (std::int32_t i = 0; i < ndim; ++i) strides[i] = b->tensor.strides[i];
+    const std::int64_t* from_shape = b->tensor.shape;
+    const std::int64_t* from_strides = b->tensor.strides;
+    for (std::int32_t i = 0; i < ndim; ++i) {
+      shape[i] = from_shape[i];
+      strides[i] = from_strides[i];
+    }
     t.data = b->tensor.data;
     t.byte_offset = b->tensor.byte_offset;
     // DLPack lets a zero-size tensor's data be NULL, but some consumers
