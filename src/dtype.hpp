@@ -33,6 +33,9 @@ inline std::int32_t device_type_of(const DLDevice& d) noexcept {
   return v;
 }
 
+// Writes a device type given as a plain integer, for the same reason.
+inline void set_device_type(DLDevice& d, std::int32_t type) noexcept { std::memcpy(&d, &type, sizeof type); }
+
 // Device types DLPack defines (1.3 and main).
 bool device_type_known(std::int32_t device_type) noexcept;
 // Memory the host CPU reads directly: CPU, CUDAHost, ROCMHost.

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <new>
 
+#include "dtype.hpp"
 #include "errors.hpp"
 
 namespace {
@@ -670,7 +671,7 @@ PyObject* py_export(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs)
   dlb_export_options_init(&options);
   options.copy = static_cast<int32_t>(v[1]);
   options.has_target_device = v[2] != 0 ? 1 : 0;
-  options.target_device.device_type = static_cast<DLDeviceType>(v[3]);
+  dlb::set_device_type(options.target_device, static_cast<int32_t>(v[3]));
   options.target_device.device_id = static_cast<int32_t>(v[4]);
   options.stream = static_cast<int64_t>(v[5]);
   options.flags = static_cast<uint64_t>(v[6]);
@@ -766,7 +767,7 @@ PyObject* py_meta(PyObject* /*self*/, PyObject* owner) {
   if (result == nullptr) return nullptr;
   PyObject* device = py.PyTuple_New(2);
   bool ok = device != nullptr &&
-            put(py, device, 0, py.PyLong_FromLongLong(t.device.device_type)) &&
+            put(py, device, 0, py.PyLong_FromLongLong(dlb::device_type_of(t.device))) &&
             put(py, device, 1, py.PyLong_FromLongLong(t.device.device_id));
   if (!ok) {
     if (device != nullptr) py.Py_DecRef(device);
