@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stage: the API reference builds with every public symbol documented, and
 # the runnable example at the top of each language guide works: the first
-# ```c block of docs/c.md, ```python of docs/python.md, ```rust of
+# ```c block of docs/c.md and of README.md, ```python of docs/python.md, ```rust of
 # docs/rust.md are extracted, built against <build-dir> and run.
 #
 #   bash scripts/test.d/65-docs.sh <build-dir>
@@ -31,17 +31,19 @@ first_block() {
 step "API reference (scripts/docs --check)"
 bash scripts/docs --check --output "$tmp/api" || fail "the API reference has undocumented symbols or doxygen warnings"
 
-step "docs/c.md example"
-if first_block docs/c.md c > "$tmp/example.c"; then
-  if cc -std=c99 -Wall -Wextra -pedantic -Werror -Iinclude "$tmp/example.c" -o "$tmp/example_c" \
-       -L"$build/src" -ldlbridge -Wl,-rpath,"$build/src"; then
-    "$tmp/example_c" || fail "docs/c.md example exited with $?"
+for doc in docs/c.md README.md; do
+  step "$doc C example"
+  if first_block "$doc" c > "$tmp/example.c"; then
+    if cc -std=c99 -Wall -Wextra -pedantic -Werror -Iinclude "$tmp/example.c" -o "$tmp/example_c" \
+         -L"$build/src" -ldlbridge -Wl,-rpath,"$build/src"; then
+      "$tmp/example_c" || fail "$doc C example exited with $?"
+    else
+      fail "$doc C example does not compile"
+    fi
   else
-    fail "docs/c.md example does not compile"
+    fail "$doc has no \`\`\`c block"
   fi
-else
-  fail "docs/c.md has no \`\`\`c block"
-fi
+done
 
 step "docs/python.md example"
 if first_block docs/python.md python > "$tmp/example.py"; then
