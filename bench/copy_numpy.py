@@ -41,27 +41,9 @@ import time
 import numpy as np
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-KDL_CPU = 1
+# The package's ctypes declarations of the DLPack structs, bound once the
+# library to measure is known (the package loads it on import).
+_lib = None
 KDL_FLOAT = 2
 
 
@@ -69,8 +51,13 @@ def load_library(path):
     candidates = [path, os.environ.get("DLBRIDGE_LIBRARY"), "build/src/libdlbridge.so"]
     for c in candidates:
         if c and os.path.exists(c):
+            global _lib
+            os.environ["DLBRIDGE_LIBRARY"] = os.path.abspath(c)
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+            from dlbridge import _lib as package_lib
+            _lib = package_lib
             lib = ctypes.CDLL(os.path.abspath(c))
-            lib.dlb_copy_to_contiguous.argtypes = [ctypes.POINTER(DLTensor), ctypes.c_void_p,
+            lib.dlb_copy_to_contiguous.argtypes = [ctypes.POINTER(_lib.DLTensor), ctypes.c_void_p,
                                                    ctypes.c_uint64]
             lib.dlb_copy_to_contiguous.restype = ctypes.c_int32
             lib.dlb_last_error_message.argtypes = []
@@ -96,12 +83,12 @@ class TensorView:
             if n > 0 and s < 0:
                 lowest += (n - 1) * s
         start = min(base.ctypes.data, lowest)
-        self.t = DLTensor()
+        self.t = _lib.DLTensor()
         self.t.data = start
         self.t.byte_offset = arr.ctypes.data - start
-        self.t.device = DLDevice(KDL_CPU, 0)
+        self.t.device = _lib.DLDevice(_lib.kDLCPU, 0)
         self.t.ndim = arr.ndim
-        self.t.dtype = DLDataType(KDL_FLOAT, item * 8, 1)
+        self.t.dtype = _lib.DLDataType(KDL_FLOAT, item * 8, 1)
         self.t.shape = self.shape
         self.t.strides = self.strides
 
