@@ -170,7 +170,7 @@ dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbyt
 dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept {
   if (info.nbytes == 0) return DLB_OK;  // data may be NULL: no pointer arithmetic on it
   if (t.ndim > 0 && t.strides == nullptr) {
-    if (info.nbytes > 0) std::memcpy(dst, static_cast<const unsigned char*>(t.data) + t.byte_offset, info.nbytes);
+    std::memcpy(dst, static_cast<const unsigned char*>(t.data) + t.byte_offset, info.nbytes);
     return DLB_OK;
   }
   return copy_host_view(t, info.contiguous, info.nbytes,

@@ -4,7 +4,6 @@
 
 #include <cinttypes>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
