@@ -220,14 +220,13 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     return set_error(DLB_ERR_DELETED,
                      "buffer was deleted (donated) and cannot be exported; exports made before stay valid");
   Plan plan;
-  if (options == nullptr && b->kind != BufferKind::backend) {
+  const bool read_only = (b->flags & DLB_BUFFER_READ_ONLY) != 0;
+  if (options == nullptr && b->kind != BufferKind::backend && (versioned || !read_only)) {
     // The common case (default options, memory the library can hand out
-    // as it is): a zero-copy export with the buffer's own flags.
+    // as it is): a zero-copy export with the buffer's own flags. Anything
+    // else, refusals included, goes through make_plan.
     plan.device = b->tensor.device;
-    if ((b->flags & DLB_BUFFER_READ_ONLY) != 0) {
-      if (!versioned) return make_plan(b, opt, versioned, &plan);  // the refusal and its message
-      plan.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    }
+    if (read_only) plan.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     if ((b->flags & DLB_BUFFER_COPIED) != 0) plan.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
   } else {
     DLB_TRY(make_plan(b, opt, versioned, &plan));
