@@ -165,6 +165,22 @@ inline DLDevice pick_device(Reader& r) {
 
 // What the harness knows about a strided view, computed with overflow
 // checks in 128-bit arithmetic.
+// An ndim as a producer might write it: mostly 0..7, sometimes up to 70
+// (past DLB_MAX_NDIM), rarely any int32. `alloc` is how many extents the
+// harness reads and stores (0..70).
+struct NdimPick {
+  int32_t ndim;
+  int32_t alloc;
+};
+inline NdimPick pick_ndim(Reader& r) {
+  int32_t ndim;
+  const uint8_t ns = r.u8();
+  if (ns < 0xC0) ndim = ns % 8;
+  else if (ns < 0xF8) ndim = ns % 71;
+  else ndim = static_cast<int32_t>(r.u32());
+  return NdimPick{ndim, ndim < 0 ? 0 : (ndim > 70 ? 70 : ndim)};
+}
+
 struct Extent {
   bool sane = false;       // ndim in range, extents >= 0, dtype legal, sizes fit
   bool fits = false;       // sane, and lo/hi below fit in int64 (placeable)

@@ -30,12 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t ctl = r.u8();
   const bool use_wrap = (ctl & 1) != 0;
 
-  int32_t ndim;
-  uint8_t ns = r.u8();
-  if (ns < 0xC0) ndim = ns % 8;
-  else if (ns < 0xF8) ndim = ns % 71;
-  else ndim = static_cast<int32_t>(r.u32());
-  const int32_t ndim_alloc = ndim < 0 ? 0 : (ndim > 70 ? 70 : ndim);
+  const NdimPick nd = pick_ndim(r);
+  const int32_t ndim = nd.ndim;
+  const int32_t ndim_alloc = nd.alloc;
   std::vector<int64_t> shape(static_cast<size_t>(ndim_alloc) + 1), strides(shape.size());
   for (int32_t i = 0; i < ndim_alloc; ++i) shape[static_cast<size_t>(i)] = r.extent(false);
   for (int32_t i = 0; i < ndim_alloc; ++i) strides[static_cast<size_t>(i)] = r.extent(true);

@@ -58,12 +58,9 @@ int run_import(const uint8_t* data, size_t size) {
     flags = fs < 0xF0 ? (fs & 3) : r.u64();
   }
 
-  int32_t ndim;
-  uint8_t ns = r.u8();
-  if (ns < 0xC0) ndim = ns % 8;
-  else if (ns < 0xF8) ndim = ns % 71;
-  else ndim = static_cast<int32_t>(r.u32());
-  const int32_t ndim_alloc = ndim < 0 ? 0 : (ndim > 70 ? 70 : ndim);
+  const NdimPick nd = pick_ndim(r);
+  const int32_t ndim = nd.ndim;
+  const int32_t ndim_alloc = nd.alloc;
 
   DLDataType dtype = pick_dtype(r);
   DLDevice device = pick_device(r);

@@ -27,12 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_failure(s, "validate(NULL)");
   }
 
-  int32_t ndim;
-  uint8_t ns = r.u8();
-  if (ns < 0xC0) ndim = ns % 8;
-  else if (ns < 0xF8) ndim = ns % 71;
-  else ndim = static_cast<int32_t>(r.u32());
-  const int32_t ndim_alloc = ndim < 0 ? 0 : (ndim > 70 ? 70 : ndim);
+  const fuzz::NdimPick nd = fuzz::pick_ndim(r);
+  const int32_t ndim = nd.ndim;
+  const int32_t ndim_alloc = nd.alloc;
 
   DLTensor t;
   std::memset(&t, 0, sizeof(t));

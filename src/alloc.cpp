@@ -43,7 +43,7 @@ void fail_allocation_after(std::int64_t n) noexcept {
   if (n <= 0) {
     // Counting mode: allocations are counted but none fails.
     g_countdown.store(INT64_MAX, std::memory_order_relaxed);
-    g_armed.store(n == 0 ? false : true, std::memory_order_relaxed);
+    g_armed.store(n < 0, std::memory_order_relaxed);
     return;
   }
   g_countdown.store(n, std::memory_order_relaxed);

@@ -100,7 +100,6 @@ dlb_status to_host_impl(dlb_buffer* src, dlb_buffer** out) {
   view.ndim = src->tensor.ndim;
   view.shape = src->tensor.shape;
   dlb::LayoutInfo info;
-  info.numel = 0;
   info.nbytes = src->nbytes;
   info.contiguous = true;
   dlb_buffer* b = dlb::buffer_create(view, info, dlb::BufferKind::owned, 0);

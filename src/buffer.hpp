@@ -28,10 +28,6 @@ enum class BufferKind : std::uint8_t {
   backend,           // a storage on a backend
 };
 
-// Flags the library keeps on a buffer; DLB_BUFFER_DELETED lives in `state`.
-constexpr std::uint64_t kBufferStoredFlags =
-    DLB_BUFFER_READ_ONLY | DLB_BUFFER_IMMUTABLE | DLB_BUFFER_COPIED | DLB_BUFFER_IMPORTED | DLB_BUFFER_BACKEND;
-
 }  // namespace dlb
 
 // One allocation: this struct, then shape[ndim] and strides[ndim], then (for
@@ -41,7 +37,7 @@ struct dlb_buffer {
   std::atomic<bool> deleted;
   std::atomic<bool> ready;  // backend readiness already awaited (immutable storages)
   dlb::BufferKind kind;
-  std::uint64_t flags;      // kBufferStoredFlags bits
+  std::uint64_t flags;      // DLB_BUFFER_* bits except DELETED, which is `deleted`
   DLTensor tensor;          // shape/strides point at dims; strides never NULL if ndim > 0
   std::uint64_t nbytes;     // compact size
   bool contiguous;          // compact row-major

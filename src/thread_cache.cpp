@@ -95,7 +95,6 @@ struct ThreadReaper {
     s.gone = true;
   }
 };
-thread_local ThreadReaper* tl_reaper_guard = nullptr;
 
 // Registers this thread on first use. Returns false once the thread is
 // exiting (its reaper has run).
@@ -103,7 +102,6 @@ __attribute__((noinline)) bool register_thread(ThreadState& s) noexcept {
   if (s.gone) return false;
   try {
     thread_local ThreadReaper reaper;
-    tl_reaper_guard = &reaper;
     s.slot = &reaper.slot;
     return true;
   } catch (...) {
