@@ -1,0 +1,35 @@
+// The CUDA entry points of a library built without CUDA support
+// (-Dcuda=disabled): each one refuses with DLB_ERR_UNSUPPORTED_DEVICE.
+#include <dlbridge/dlbridge.h>
+
+#include "../errors.hpp"
+
+namespace {
+
+dlb_status refuse(const char* function) noexcept {
+  return dlb::set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                        "%s: this dlbridge was built without CUDA support (meson option -Dcuda=disabled); rebuild "
+                        "with -Dcuda=enabled to use CUDA memory",
+                        function);
+}
+
+}  // namespace
+
+extern "C" {
+
+DLB_API dlb_status dlb_cuda_backend_create(int32_t, dlb_backend**) { return refuse(__func__); }
+
+DLB_API dlb_status dlb_cuda_buffer_alloc(dlb_backend*, DLDevice, DLDataType, int32_t, const int64_t*, dlb_buffer**) {
+  return refuse(__func__);
+}
+
+DLB_API dlb_status dlb_cuda_buffer_wrap(dlb_backend*, const DLTensor*, uint64_t, int64_t, dlb_release_fn, void*,
+                                        dlb_buffer**) {
+  return refuse(__func__);
+}
+
+DLB_API dlb_status dlb_cuda_buffer_set_stream(dlb_buffer*, int64_t) { return refuse(__func__); }
+
+DLB_API dlb_status dlb_cuda_buffer_stream(const dlb_buffer*, int64_t*) { return refuse(__func__); }
+
+}  // extern "C"

@@ -1,0 +1,516 @@
+// A fake CUDA driver for the tests: the driver entry points the CUDA backend
+// and its tests use, backed by host memory. Every stream has a worker thread
+// that runs its work in order, so work is really asynchronous: reading
+// memory before waiting for the stream that writes it gives stale data, as
+// on a GPU. Loaded through DLB_TEST_CUDA_DRIVER.
+//
+// What it models: one device ("device 0"; the count is FAKE_CUDA_DEVICES,
+// default 1), device / pinned host / managed allocations with their pointer
+// attributes, streams (the legacy and per-thread default streams included)
+// as independent queues, events, stream waits, host functions, async copies
+// and memsets. What it does not: the legacy default stream's implicit
+// synchronisation with other blocking streams (every stream here behaves as
+// non-blocking, which is stricter), kernels, more than one context.
+//
+// Test controls (not part of the driver API): fake_cuda_fail() makes the
+// next calls of one entry point fail with a given CUresult, and
+// fake_cuda_live_allocations() counts allocations not yet freed.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+
+constexpr CUresult kSuccess = 0;
+constexpr CUresult kInvalidValue = 1;
+constexpr CUresult kOutOfMemory = 2;
+constexpr CUresult kNotInitialized = 3;
+constexpr CUresult kInvalidDevice = 101;
+constexpr CUresult kInvalidContext = 201;
+constexpr CUresult kInvalidHandle = 400;
+
+// ---- streams -------------------------------------------------------------
+
+class Stream {
+ public:
+  Stream() : worker_([this] { run(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void enqueue(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(m_);
+    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop requested and drained
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      task();
+      lock.lock();
+      busy_ = false;
+      if (queue_.empty()) idle_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread worker_;  // last: starts after the members above exist
+};
+
+struct Signal {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  void set() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+    }
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [this] { return done; });
+  }
+};
+
+struct Event {
+  std::mutex m;
+  std::shared_ptr<Signal> last;  // the latest record; null: never recorded
+};
+
+enum class Kind { device, host, managed };
+struct Allocation {
+  std::size_t size;
+  Kind kind;
+  int device;  // of the context current at allocation
+};
+
+struct State {
+  std::mutex m;
+  std::vector<Stream*> streams;                 // created streams, live
+  std::map<std::uintptr_t, Allocation> allocations;
+  std::map<std::string, std::pair<CUresult, int>> failures;  // name -> (code, remaining)
+  std::atomic<bool> initialized{false};
+  std::atomic<int> primary_refs{0};
+  Stream* legacy = nullptr;
+  std::vector<Stream*> per_thread;               // never destroyed (threads end at any time)
+};
+
+State& state() {
+  static State* s = new State;  // lives for the process: worker threads may outlive static destruction
+  return *s;
+}
+
+Stream* legacy_stream() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  if (s.legacy == nullptr) s.legacy = new Stream;
+  return s.legacy;
+}
+
+Stream* per_thread_stream() {
+  thread_local Stream* mine = nullptr;
+  if (mine == nullptr) {
+    mine = new Stream;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.m);
+    s.per_thread.push_back(mine);
+  }
+  return mine;
+}
+
+Stream* resolve(void* handle) {
+  const auto v = reinterpret_cast<std::uintptr_t>(handle);
+  if (v == 0 || v == 1) return legacy_stream();
+  if (v == 2) return per_thread_stream();
+  return static_cast<Stream*>(handle);
+}
+
+// Every stream idle: what freeing memory implies on a real device.
+void synchronize_all() {
+  State& s = state();
+  std::vector<Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(s.m);
+    all = s.streams;
+    if (s.legacy != nullptr) all.push_back(s.legacy);
+    all.insert(all.end(), s.per_thread.begin(), s.per_thread.end());
+  }
+  for (Stream* st : all) st->synchronize();
+}
+
+// A failure injected for `name`, or kSuccess.
+CUresult injected(const char* name) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.failures.find(name);
+  if (it == s.failures.end()) return kSuccess;
+  const CUresult code = it->second.first;
+  if (--it->second.second <= 0) s.failures.erase(it);
+  return code;
+}
+
+#define FAKE_ENTER(name)                                                   \
+  do {                                                                     \
+    if (!state().initialized.load()) return kNotInitialized;               \
+    const CUresult fake_rc_ = injected(name);                              \
+    if (fake_rc_ != kSuccess) return fake_rc_;                             \
+  } while (0)
+
+// The allocation holding [p, p + n), or nullptr.
+bool find_allocation(std::uintptr_t p, std::size_t n, Allocation* out) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.allocations.upper_bound(p);
+  if (it == s.allocations.begin()) return false;
+  --it;
+  if (p < it->first || p + n > it->first + it->second.size) return false;
+  if (out != nullptr) *out = it->second;
+  return true;
+}
+
+struct FakeContext {
+  int device;
+};
+FakeContext g_contexts[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+thread_local std::vector<void*> t_context_stack;
+
+// Allocations belong to the current context's device, as on a GPU.
+CUresult allocate(std::size_t bytes, Kind kind, std::uintptr_t* out) {
+  if (t_context_stack.empty()) return kInvalidContext;
+  const int device = static_cast<FakeContext*>(t_context_stack.back())->device;
+  if (bytes == 0) return kInvalidValue;
+  const std::size_t rounded = (bytes + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, rounded);
+  if (p == nullptr) return kOutOfMemory;
+  std::memset(p, 0xCD, rounded);  // fresh device memory is not zero
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  s.allocations[reinterpret_cast<std::uintptr_t>(p)] = Allocation{bytes, kind, device};
+  *out = reinterpret_cast<std::uintptr_t>(p);
+  return kSuccess;
+}
+
+CUresult release(std::uintptr_t p, bool host) {
+  synchronize_all();
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.allocations.find(p);
+  if (it == s.allocations.end() || (it->second.kind == Kind::host) != host) return kInvalidValue;
+  s.allocations.erase(it);
+  std::free(reinterpret_cast<void*>(p));
+  return kSuccess;
+}
+
+int device_count() {
+  const char* env = std::getenv("FAKE_CUDA_DEVICES");
+  return env != nullptr ? std::atoi(env) : 1;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- test controls ---------------------------------------------------------
+
+__attribute__((visibility("default"))) void fake_cuda_fail(const char* name, int code, int times) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  if (times <= 0)
+    s.failures.erase(name);
+  else
+    s.failures[name] = {code, times};
+}
+
+__attribute__((visibility("default"))) int fake_cuda_live_allocations(void) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  return static_cast<int>(s.allocations.size());
+}
+
+// ---- the driver API --------------------------------------------------------
+
+#define FAKE_API __attribute__((visibility("default")))
+
+FAKE_API CUresult cuInit(unsigned flags) {
+  if (flags != 0) return kInvalidValue;
+  const CUresult rc = injected("cuInit");
+  if (rc != kSuccess) return rc;
+  state().initialized.store(true);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char** out) {
+  if (out == nullptr) return kInvalidValue;
+  switch (error) {
+    case 0: *out = "CUDA_SUCCESS"; return kSuccess;
+    case 1: *out = "CUDA_ERROR_INVALID_VALUE"; return kSuccess;
+    case 2: *out = "CUDA_ERROR_OUT_OF_MEMORY"; return kSuccess;
+    case 3: *out = "CUDA_ERROR_NOT_INITIALIZED"; return kSuccess;
+    case 100: *out = "CUDA_ERROR_NO_DEVICE"; return kSuccess;
+    case 101: *out = "CUDA_ERROR_INVALID_DEVICE"; return kSuccess;
+    case 201: *out = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
+    case 400: *out = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
+    case 700: *out = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kSuccess;
+    case 719: *out = "CUDA_ERROR_LAUNCH_FAILED"; return kSuccess;
+    default: *out = nullptr; return kInvalidValue;
+  }
+}
+
+FAKE_API CUresult cuGetErrorString(CUresult error, const char** out) {
+  if (out == nullptr) return kInvalidValue;
+  switch (error) {
+    case 0: *out = "no error"; return kSuccess;
+    case 1: *out = "invalid argument"; return kSuccess;
+    case 2: *out = "out of memory"; return kSuccess;
+    case 3: *out = "initialization error"; return kSuccess;
+    case 100: *out = "no CUDA-capable device is detected"; return kSuccess;
+    case 101: *out = "invalid device ordinal"; return kSuccess;
+    case 201: *out = "invalid device context"; return kSuccess;
+    case 400: *out = "invalid resource handle"; return kSuccess;
+    case 700: *out = "an illegal memory access was encountered"; return kSuccess;
+    case 719: *out = "unspecified launch failure"; return kSuccess;
+    default: *out = nullptr; return kInvalidValue;
+  }
+}
+
+FAKE_API CUresult cuDeviceGetCount(int* count) {
+  FAKE_ENTER("cuDeviceGetCount");
+  if (count == nullptr) return kInvalidValue;
+  *count = device_count();
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDeviceGet(int* device, int ordinal) {
+  FAKE_ENTER("cuDeviceGet");
+  if (device == nullptr) return kInvalidValue;
+  if (ordinal < 0 || ordinal >= device_count() || ordinal >= 8) return kInvalidDevice;
+  *device = ordinal;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRetain(void** ctx, int device) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  if (ctx == nullptr) return kInvalidValue;
+  if (device < 0 || device >= device_count() || device >= 8) return kInvalidDevice;
+  state().primary_refs.fetch_add(1);
+  *ctx = &g_contexts[device];
+  return kSuccess;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(int device) {
+  FAKE_ENTER("cuDevicePrimaryCtxRelease_v2");
+  if (device < 0 || device >= device_count()) return kInvalidDevice;
+  state().primary_refs.fetch_sub(1);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuCtxPushCurrent_v2(void* ctx) {
+  FAKE_ENTER("cuCtxPushCurrent_v2");
+  if (ctx == nullptr) return kInvalidValue;
+  t_context_stack.push_back(ctx);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuCtxPopCurrent_v2(void** ctx) {
+  FAKE_ENTER("cuCtxPopCurrent_v2");
+  if (t_context_stack.empty()) return kInvalidValue;
+  if (ctx != nullptr) *ctx = t_context_stack.back();
+  t_context_stack.pop_back();
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* out, std::size_t bytes) {
+  FAKE_ENTER("cuMemAlloc_v2");
+  if (out == nullptr) return kInvalidValue;
+  std::uintptr_t p = 0;
+  const CUresult rc = allocate(bytes, Kind::device, &p);
+  if (rc == kSuccess) *out = p;
+  return rc;
+}
+
+FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* out, std::size_t bytes, unsigned flags) {
+  FAKE_ENTER("cuMemAllocManaged");
+  if (out == nullptr || (flags != 1 && flags != 2)) return kInvalidValue;
+  std::uintptr_t p = 0;
+  const CUresult rc = allocate(bytes, Kind::managed, &p);
+  if (rc == kSuccess) *out = p;
+  return rc;
+}
+
+FAKE_API CUresult cuMemAllocHost_v2(void** out, std::size_t bytes) {
+  FAKE_ENTER("cuMemAllocHost_v2");
+  if (out == nullptr) return kInvalidValue;
+  std::uintptr_t p = 0;
+  const CUresult rc = allocate(bytes, Kind::host, &p);
+  if (rc == kSuccess) *out = reinterpret_cast<void*>(p);
+  return rc;
+}
+
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr p) {
+  FAKE_ENTER("cuMemFree_v2");
+  return release(static_cast<std::uintptr_t>(p), false);
+}
+
+FAKE_API CUresult cuMemFreeHost(void* p) {
+  FAKE_ENTER("cuMemFreeHost");
+  return release(reinterpret_cast<std::uintptr_t>(p), true);
+}
+
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char value, std::size_t n, void* stream) {
+  FAKE_ENTER("cuMemsetD8Async");
+  if (!find_allocation(static_cast<std::uintptr_t>(p), n, nullptr)) return kInvalidValue;
+  resolve(stream)->enqueue([p, value, n] { std::memset(reinterpret_cast<void*>(p), value, n); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t n, void* stream) {
+  FAKE_ENTER("cuMemcpyDtoHAsync_v2");
+  if (dst == nullptr || !find_allocation(static_cast<std::uintptr_t>(src), n, nullptr)) return kInvalidValue;
+  resolve(stream)->enqueue([dst, src, n] { std::memcpy(dst, reinterpret_cast<const void*>(src), n); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t n, void* stream) {
+  FAKE_ENTER("cuMemcpyHtoDAsync_v2");
+  if (src == nullptr || !find_allocation(static_cast<std::uintptr_t>(dst), n, nullptr)) return kInvalidValue;
+  resolve(stream)->enqueue([dst, src, n] { std::memcpy(reinterpret_cast<void*>(dst), src, n); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuLaunchHostFunc(void* stream, void (*fn)(void*), void* user_data) {
+  FAKE_ENTER("cuLaunchHostFunc");
+  if (fn == nullptr) return kInvalidValue;
+  resolve(stream)->enqueue([fn, user_data] { fn(user_data); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamCreate(void** out, unsigned flags) {
+  FAKE_ENTER("cuStreamCreate");
+  if (out == nullptr || flags > 1) return kInvalidValue;
+  auto* st = new Stream;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  s.streams.push_back(st);
+  *out = st;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamDestroy_v2(void* stream) {
+  FAKE_ENTER("cuStreamDestroy_v2");
+  Stream* st = static_cast<Stream*>(stream);
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.m);
+    auto it = std::find(s.streams.begin(), s.streams.end(), st);
+    if (it == s.streams.end()) return kInvalidHandle;
+    s.streams.erase(it);
+  }
+  delete st;  // runs what is queued, then stops
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamSynchronize(void* stream) {
+  FAKE_ENTER("cuStreamSynchronize");
+  resolve(stream)->synchronize();
+  return kSuccess;
+}
+
+FAKE_API CUresult cuEventCreate(void** out, unsigned flags) {
+  FAKE_ENTER("cuEventCreate");
+  if (out == nullptr || flags > 0xF) return kInvalidValue;
+  *out = new Event;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuEventRecord(void* event, void* stream) {
+  FAKE_ENTER("cuEventRecord");
+  if (event == nullptr) return kInvalidHandle;
+  auto* e = static_cast<Event*>(event);
+  auto signal = std::make_shared<Signal>();
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    e->last = signal;
+  }
+  resolve(stream)->enqueue([signal] { signal->set(); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuStreamWaitEvent(void* stream, void* event, unsigned flags) {
+  FAKE_ENTER("cuStreamWaitEvent");
+  if (event == nullptr) return kInvalidHandle;
+  if (flags != 0) return kInvalidValue;
+  auto* e = static_cast<Event*>(event);
+  std::shared_ptr<Signal> signal;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    signal = e->last;
+  }
+  if (signal != nullptr) resolve(stream)->enqueue([signal] { signal->wait(); });
+  return kSuccess;
+}
+
+FAKE_API CUresult cuEventDestroy_v2(void* event) {
+  FAKE_ENTER("cuEventDestroy_v2");
+  if (event == nullptr) return kInvalidHandle;
+  delete static_cast<Event*>(event);  // queued waits keep their signal
+  return kSuccess;
+}
+
+FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
+  FAKE_ENTER("cuPointerGetAttribute");
+  if (data == nullptr) return kInvalidValue;
+  Allocation a{};
+  if (!find_allocation(static_cast<std::uintptr_t>(p), 1, &a)) return kInvalidValue;
+  switch (attribute) {
+    case 2:  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+      *static_cast<unsigned*>(data) = a.kind == Kind::host ? 1u : 2u;
+      return kSuccess;
+    case 8:  // CU_POINTER_ATTRIBUTE_IS_MANAGED: a boolean
+      *static_cast<bool*>(data) = a.kind == Kind::managed;
+      return kSuccess;
+    case 9:  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+      *static_cast<int*>(data) = a.device;
+      return kSuccess;
+    default:
+      return kInvalidValue;
+  }
+}
+
+}  // extern "C"
