@@ -9,6 +9,7 @@
 
 #include "backend.hpp"
 #include "buffer.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "export.hpp"
@@ -76,6 +77,7 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
   view.shape = const_cast<int64_t*>(shape);
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(&view, dlb::Origin::argument, false, &info));
+  if (dlb::is_cuda_memory(device)) return dlb::cuda_default_alloc(device, dtype, ndim, shape, out);
   if (dlb::device_type_of(device) != kDLCPU || device.device_id != 0)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                      "dlb_buffer_alloc allocates host memory only; device %s:%d was asked for (wrap device memory "

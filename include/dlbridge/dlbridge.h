@@ -371,7 +371,10 @@ typedef struct dlb_buffer dlb_buffer;
  *
  * The data is aligned to at least 64 bytes. Zero-size tensors (some extent 0)
  * and 0-d tensors (ndim 0, shape may be NULL) are allowed.
- * @param device must be {kDLCPU, 0}.
+ * @param device {kDLCPU, 0}; or kDLCUDA, kDLCUDAHost, kDLCUDAManaged with a
+ *        device ordinal: dlb_cuda_buffer_alloc() on a backend of that device
+ *        that the library keeps for the life of the process (statuses as
+ *        there).
  * @param dtype element type; must pass dlb_dtype_check().
  * @param ndim number of dimensions, 0 to DLB_MAX_NDIM.
  * @param shape `ndim` extents, copied; may be NULL only when ndim is 0.
@@ -381,7 +384,8 @@ typedef struct dlb_buffer dlb_buffer;
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out, NULL shape with ndim
  *         > 0, ndim < 0 or > DLB_MAX_NDIM); DLB_ERR_MALFORMED (negative
  *         extent); DLB_ERR_UNSUPPORTED_DTYPE; DLB_ERR_UNSUPPORTED_DEVICE
- *         (not CPU); DLB_ERR_OVERFLOW; DLB_ERR_OUT_OF_MEMORY.
+ *         (neither CPU nor CUDA, or no CUDA); DLB_ERR_OVERFLOW;
+ *         DLB_ERR_OUT_OF_MEMORY; DLB_ERR_BACKEND (CUDA).
  * Thread-safe.
  */
 DLB_API dlb_status dlb_buffer_alloc(DLDevice device, DLDataType dtype, int32_t ndim,

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <mutex>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "../dtype.hpp"
 #include "../errors.hpp"
 #include "../layout.hpp"
+#include "cuda_backend.hpp"
 #include "cuda_driver.hpp"
 
 namespace dlb {
@@ -596,7 +598,35 @@ dlb_status get_stream_impl(const dlb_buffer* buffer, std::int64_t* out) noexcept
   return DLB_OK;
 }
 
+// The backends dlb_buffer_alloc() uses, one per device ordinal below
+// kDefaultBackends, made on first use and kept for the life of the process
+// (each holds its device's primary context, as the CUDA runtime does).
+constexpr std::int32_t kDefaultBackends = 64;
+
+dlb_status default_backend(std::int32_t device_id, dlb_backend** out) {
+  static std::mutex mutex;
+  static dlb_backend* backends[kDefaultBackends] = {};
+  if (device_id < 0 || device_id >= kDefaultBackends) return backend_create_impl(device_id, out);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (backends[device_id] == nullptr) DLB_TRY(backend_create_impl(device_id, &backends[device_id]));
+  *out = backends[device_id];
+  return DLB_OK;
+}
+
 }  // namespace
+
+dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
+                              dlb_buffer** out) {
+  if (!driver().usable)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "dlb_buffer_alloc cannot allocate %s:%d memory: %s",
+                     device_type_name(device_type_of(device)), static_cast<int>(device.device_id), driver().why);
+  dlb_backend* backend = nullptr;
+  DLB_TRY(default_backend(device.device_id, &backend));
+  const dlb_status s = buffer_alloc_impl(backend, device, dtype, ndim, shape, out);
+  if (device.device_id < 0 || device.device_id >= kDefaultBackends) dlb_backend_release(backend);
+  return s;
+}
+
 }  // namespace dlb
 
 extern "C" {

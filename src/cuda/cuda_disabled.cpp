@@ -3,6 +3,7 @@
 #include <dlbridge/dlbridge.h>
 
 #include "../errors.hpp"
+#include "cuda_backend.hpp"
 
 namespace {
 
@@ -14,6 +15,13 @@ dlb_status refuse(const char* function) noexcept {
 }
 
 }  // namespace
+
+dlb_status dlb::cuda_default_alloc(DLDevice device, DLDataType, std::int32_t, const std::int64_t*, dlb_buffer**) {
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                   "dlb_buffer_alloc cannot allocate %s:%d memory: this dlbridge was built without CUDA support "
+                   "(meson option -Dcuda=disabled)",
+                   device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
+}
 
 extern "C" {
 

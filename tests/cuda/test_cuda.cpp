@@ -276,6 +276,33 @@ TEST_F(CudaTest, AllocPinnedAndManagedAreHostReadable) {
   }
 }
 
+// dlb_buffer_alloc with a CUDA device goes to a backend the library keeps.
+TEST_F(CudaTest, BufferAllocOfCudaMemory) {
+  int64_t shape[2] = {2, 8};
+  for (int32_t type : {static_cast<int32_t>(kDLCUDA), static_cast<int32_t>(kDLCUDAHost),
+                       static_cast<int32_t>(kDLCUDAManaged)}) {
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_buffer_alloc(DLDevice{static_cast<DLDeviceType>(type), 0}, f32(), 2, shape, &b), DLB_OK)
+        << last_message();
+    EXPECT_EQ(dlb_buffer_flags(b) & DLB_BUFFER_BACKEND, DLB_BUFFER_BACKEND);
+    int64_t stream = 0;
+    EXPECT_EQ(dlb_cuda_buffer_stream(b, &stream), DLB_OK);
+    DLManagedTensorVersioned* m = nullptr;
+    ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK) << last_message();
+    EXPECT_EQ(static_cast<int32_t>(m->dl_tensor.device.device_type), type);
+    EXPECT_EQ(read_on(reinterpret_cast<CUstream>(1), m->dl_tensor.data, 16), std::vector<float>(16, 0.0f));
+    m->deleter(m);
+    dlb_buffer_release(b);
+  }
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 4095}, f32(), 2, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("CUDA device 4095 does not exist"));
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 70}, f32(), 2, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  int64_t bad[1] = {-3};
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 0}, f32(), 1, bad, &b), DLB_ERR_MALFORMED);
+  EXPECT_EQ(b, nullptr);
+}
+
 TEST_F(CudaTest, AllocZeroSizeHasAnAddress) {
   dlb_buffer* b = alloc(kDLCUDA, {0, 3});
   ASSERT_NE(b, nullptr);
@@ -467,6 +494,10 @@ TEST_F(CudaTest, StreamZeroGivenIsRefused) {
   dlb_export_options o = stream_options(0);
   DLManagedTensorVersioned* m = nullptr;
   EXPECT_EQ(dlb_export_versioned(b, &o, &m), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("stream 0 is not allowed for cuda memory"));
+  o = stream_options(-5);
+  EXPECT_EQ(dlb_export_versioned(b, &o, &m), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("stream -5 is not allowed"));
   EXPECT_EQ(m, nullptr);
   EXPECT_EQ(dlb_buffer_refcount(b), 1);
   dlb_buffer_release(b);
@@ -841,6 +872,8 @@ TEST_F(NoDriver, EveryCudaCallSaysTheDriverWasNotFound) {
   EXPECT_EQ(dlb_cuda_buffer_wrap(nullptr, &view, 0, 1, nullptr, nullptr, &b), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("the CUDA driver was not found"));
   EXPECT_EQ(b, nullptr);
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDAHost, 0}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("dlb_buffer_alloc cannot allocate cuda_host:0 memory: the CUDA driver was not found"));
   // Everything else works as before.
   ASSERT_EQ(dlb_buffer_alloc(cpu(), f32(), 1, shape, &b), DLB_OK);
   EXPECT_EQ(dlb_cuda_buffer_set_stream(b, 1), DLB_ERR_INVALID_ARGUMENT);
@@ -870,6 +903,8 @@ TEST_F(Disabled, EveryCudaCallSaysItWasNotBuilt) {
   EXPECT_EQ(dlb_cuda_buffer_alloc(nullptr, DLDevice{kDLCUDA, 0}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("dlb_cuda_buffer_alloc: this dlbridge was built without CUDA support"));
   EXPECT_EQ(dlb_cuda_buffer_wrap(nullptr, nullptr, 0, 1, nullptr, nullptr, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 0}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("cannot allocate cuda:0 memory: this dlbridge was built without CUDA support"));
   EXPECT_EQ(dlb_cuda_buffer_set_stream(nullptr, 1), DLB_ERR_UNSUPPORTED_DEVICE);
   int64_t s = 0;
   EXPECT_EQ(dlb_cuda_buffer_stream(nullptr, &s), DLB_ERR_UNSUPPORTED_DEVICE);
