@@ -1011,7 +1011,9 @@ DLB_API dlb_status dlb_cuda_backend_create(int32_t device_id, dlb_backend** out)
  *        a reference of its own.
  * @param device type kDLCUDA, kDLCUDAHost or kDLCUDAManaged; device_id the
  *        backend's device.
- * @param dtype, ndim, shape as for dlb_buffer_alloc() (shape copied).
+ * @param dtype element type; must pass dlb_dtype_check().
+ * @param ndim number of dimensions, 0 to DLB_MAX_NDIM.
+ * @param shape `ndim` extents, copied; may be NULL only when ndim is 0.
  * @param out on success a new buffer owned by the caller; the memory is
  *        freed when its last reference (handle or export) goes. Untouched on
  *        failure, when nothing is left allocated.
