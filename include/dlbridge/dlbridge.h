@@ -1053,6 +1053,33 @@ DLB_API dlb_status dlb_cuda_buffer_wrap(dlb_backend* backend, const DLTensor* vi
                                         dlb_buffer** out);
 
 /**
+ * Takes a DLPack 1.x managed tensor of CUDA memory in as a CUDA buffer, so
+ * that its exports are stream-ordered and it can be copied to the host. The
+ * memory is checked as by dlb_cuda_buffer_wrap(); READ_ONLY carries over.
+ * @param backend a backend from dlb_cuda_backend_create(), or NULL for the
+ *        library's backend of the tensor's device (as dlb_buffer_alloc()).
+ * @param tensor the managed tensor; major version 1.
+ * @param stream the stream its producer ordered its work before (a stream
+ *        value; in Python, the stream passed to the producer's __dlpack__).
+ * @param out on success a new buffer owned by the caller, which now owns
+ *        `tensor` and calls its deleter exactly once, after the last handle
+ *        and export are gone. On failure untouched, and the caller still owns
+ *        `tensor`.
+ * @return DLB_OK; DLB_ERR_VERSION; the dlb_cuda_buffer_wrap() statuses,
+ *         with DLB_ERR_MALFORMED for a broken tensor. Thread-safe.
+ */
+DLB_API dlb_status dlb_cuda_import_versioned(dlb_backend* backend, DLManagedTensorVersioned* tensor,
+                                             int64_t stream, dlb_buffer** out);
+
+/**
+ * dlb_cuda_import_versioned() for a legacy managed tensor (writable, as
+ * legacy tensors are). Same ownership rules: the buffer owns `tensor` on
+ * success, the caller keeps it on failure.
+ */
+DLB_API dlb_status dlb_cuda_import_legacy(dlb_backend* backend, DLManagedTensor* tensor, int64_t stream,
+                                          dlb_buffer** out);
+
+/**
  * Records the stream of the buffer's latest writer (a stream value): call
  * it after enqueueing work that writes the buffer, so that later exports
  * and copies are ordered after that work. Reads and writes no memory.

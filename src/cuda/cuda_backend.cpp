@@ -538,8 +538,8 @@ dlb_status check_pointer(const CudaBackend* be, const DLTensor& view) noexcept {
   return DLB_OK;
 }
 
-dlb_status buffer_wrap_impl(dlb_backend* backend, const DLTensor* view, std::uint64_t flags, std::int64_t stream,
-                            dlb_release_fn release, void* ctx, dlb_buffer** out) {
+dlb_status wrap_common(dlb_backend* backend, const DLTensor* view, std::uint64_t flags, std::int64_t stream,
+                       dlb_release_fn release, void* ctx, Origin origin, dlb_buffer** out) {
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (!driver().usable) return no_driver();
   if (backend == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "backend is NULL");
@@ -552,7 +552,7 @@ dlb_status buffer_wrap_impl(dlb_backend* backend, const DLTensor* view, std::uin
                      flags & ~DLB_BUFFER_READ_ONLY);
   DLB_TRY(check_stream_value(stream));
   LayoutInfo info;
-  DLB_TRY(check_layout(view, Origin::argument, true, &info));
+  DLB_TRY(check_layout(view, origin, true, &info));
   DLB_TRY(check_device(be, view->device, "the view's"));
   if (view->data != nullptr) DLB_TRY(check_pointer(be, *view));
 
@@ -572,6 +572,56 @@ dlb_status buffer_wrap_impl(dlb_backend* backend, const DLTensor* view, std::uin
   const dlb_status st = buffer_from_backend(backend, s, view, flags, out);
   if (st != DLB_OK) delete s;  // the caller keeps the memory: release is not called
   return st;
+}
+
+dlb_status buffer_wrap_impl(dlb_backend* backend, const DLTensor* view, std::uint64_t flags, std::int64_t stream,
+                            dlb_release_fn release, void* ctx, dlb_buffer** out) {
+  return wrap_common(backend, view, flags, stream, release, ctx, Origin::argument, out);
+}
+
+dlb_status default_backend(std::int32_t device_id, dlb_backend** out);
+constexpr std::int32_t kDefaultBackends = 64;
+
+void release_versioned(void* ctx) noexcept {
+  auto* m = static_cast<DLManagedTensorVersioned*>(ctx);
+  if (m->deleter != nullptr) m->deleter(m);
+}
+
+void release_legacy(void* ctx) noexcept {
+  auto* m = static_cast<DLManagedTensor*>(ctx);
+  if (m->deleter != nullptr) m->deleter(m);
+}
+
+// A managed tensor of CUDA memory in, as a buffer of `backend` (NULL: the
+// library's backend of the tensor's device).
+dlb_status import_common(dlb_backend* backend, const DLTensor& t, std::uint64_t flags, std::int64_t stream,
+                         dlb_release_fn release, void* managed, dlb_buffer** out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (!driver().usable) return no_driver();
+  if (backend != nullptr) return wrap_common(backend, &t, flags, stream, release, managed, Origin::incoming, out);
+  if (!is_cuda_memory(t.device))
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "the tensor is on %s:%d, not CUDA memory",
+                     device_type_name(device_type_of(t.device)), static_cast<int>(t.device.device_id));
+  dlb_backend* own = nullptr;
+  DLB_TRY(default_backend(t.device.device_id, &own));
+  const dlb_status s = wrap_common(own, &t, flags, stream, release, managed, Origin::incoming, out);
+  if (t.device.device_id < 0 || t.device.device_id >= kDefaultBackends) dlb_backend_release(own);
+  return s;
+}
+
+dlb_status import_versioned_impl(dlb_backend* backend, DLManagedTensorVersioned* m, std::int64_t stream,
+                                 dlb_buffer** out) {
+  if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  if (m->version.major != 1)
+    return set_error(DLB_ERR_VERSION, "tensor has DLPack major version %u; dlbridge reads major version 1",
+                     static_cast<unsigned>(m->version.major));
+  const std::uint64_t flags = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
+  return import_common(backend, m->dl_tensor, flags, stream, release_versioned, m, out);
+}
+
+dlb_status import_legacy_impl(dlb_backend* backend, DLManagedTensor* m, std::int64_t stream, dlb_buffer** out) {
+  if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
+  return import_common(backend, m->dl_tensor, 0, stream, release_legacy, m, out);
 }
 
 dlb_status set_stream_impl(dlb_buffer* buffer, std::int64_t stream) noexcept {
@@ -598,10 +648,10 @@ dlb_status get_stream_impl(const dlb_buffer* buffer, std::int64_t* out) noexcept
   return DLB_OK;
 }
 
-// The backends dlb_buffer_alloc() uses, one per device ordinal below
-// kDefaultBackends, made on first use and kept for the life of the process
-// (each holds its device's primary context, as the CUDA runtime does).
-constexpr std::int32_t kDefaultBackends = 64;
+// The backends dlb_buffer_alloc() and the imports use, one per device
+// ordinal below kDefaultBackends, made on first use and kept for the life of
+// the process (each holds its device's primary context, as the CUDA runtime
+// does). Other ordinals get a backend per call.
 
 dlb_status default_backend(std::int32_t device_id, dlb_backend** out) {
   static std::mutex mutex;
@@ -644,6 +694,16 @@ DLB_API dlb_status dlb_cuda_buffer_wrap(dlb_backend* backend, const DLTensor* vi
                                         dlb_release_fn release, void* ctx, dlb_buffer** out) {
   return dlb::firewall(__func__,
                        [&] { return dlb::buffer_wrap_impl(backend, view, flags, stream, release, ctx, out); });
+}
+
+DLB_API dlb_status dlb_cuda_import_versioned(dlb_backend* backend, DLManagedTensorVersioned* tensor, int64_t stream,
+                                            dlb_buffer** out) {
+  return dlb::firewall(__func__, [&] { return dlb::import_versioned_impl(backend, tensor, stream, out); });
+}
+
+DLB_API dlb_status dlb_cuda_import_legacy(dlb_backend* backend, DLManagedTensor* tensor, int64_t stream,
+                                         dlb_buffer** out) {
+  return dlb::firewall(__func__, [&] { return dlb::import_legacy_impl(backend, tensor, stream, out); });
 }
 
 DLB_API dlb_status dlb_cuda_buffer_set_stream(dlb_buffer* buffer, int64_t stream) {

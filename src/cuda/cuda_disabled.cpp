@@ -36,6 +36,14 @@ DLB_API dlb_status dlb_cuda_buffer_wrap(dlb_backend*, const DLTensor*, uint64_t,
   return refuse(__func__);
 }
 
+DLB_API dlb_status dlb_cuda_import_versioned(dlb_backend*, DLManagedTensorVersioned*, int64_t, dlb_buffer**) {
+  return refuse(__func__);
+}
+
+DLB_API dlb_status dlb_cuda_import_legacy(dlb_backend*, DLManagedTensor*, int64_t, dlb_buffer**) {
+  return refuse(__func__);
+}
+
 DLB_API dlb_status dlb_cuda_buffer_set_stream(dlb_buffer*, int64_t) { return refuse(__func__); }
 
 DLB_API dlb_status dlb_cuda_buffer_stream(const dlb_buffer*, int64_t*) { return refuse(__func__); }

@@ -717,6 +717,96 @@ TEST_F(CudaTest, WrapChecksThePointerWithTheDriver) {
   DRV_OK(drv().cuMemFree_v2(dev));
 }
 
+// ---- imports from a CUDA producer ----------------------------------------
+
+struct CudaProducer {
+  int64_t shape[2] = {4, 8};
+  std::atomic<int> deleted{0};
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+  CudaProducer(void* data, DLDevice device, uint64_t flags = 0) {
+    DLTensor t{data, device, 2, f32(), shape, nullptr, 0};
+    versioned.version = DLPackVersion{1, 3};
+    versioned.manager_ctx = this;
+    versioned.deleter = [](DLManagedTensorVersioned* m) { ++static_cast<CudaProducer*>(m->manager_ctx)->deleted; };
+    versioned.flags = flags;
+    versioned.dl_tensor = t;
+    legacy.dl_tensor = t;
+    legacy.manager_ctx = this;
+    legacy.deleter = [](DLManagedTensor* m) { ++static_cast<CudaProducer*>(m->manager_ctx)->deleted; };
+  }
+};
+
+TEST_F(CudaTest, ImportFromACudaProducerIsOrderedAndOwned) {
+  const std::size_t n = 32;
+  CUdeviceptr dev = 0;
+  DRV_OK(drv().cuMemAlloc_v2(&dev, n * sizeof(float)));
+  CUstream producer = new_stream();
+  float* src = pinned<float>(n);
+  const std::vector<float> values = iota(n, 5.0f);
+  std::memcpy(src, values.data(), n * sizeof(float));
+  Delay delay;
+  delayed_write(producer, &delay, dev, src, n);
+
+  CudaProducer p(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0}, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_cuda_import_versioned(nullptr, &p.versioned, value_of(producer), &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b) & (DLB_BUFFER_READ_ONLY | DLB_BUFFER_BACKEND),
+            DLB_BUFFER_READ_ONLY | DLB_BUFFER_BACKEND);
+  int64_t stream = 0;
+  ASSERT_EQ(dlb_cuda_buffer_stream(b, &stream), DLB_OK);
+  EXPECT_EQ(stream, value_of(producer));
+  dlb_buffer* h = nullptr;
+  ASSERT_EQ(dlb_buffer_to_host(b, &h), DLB_OK) << last_message();
+  DLTensor t;
+  ASSERT_EQ(dlb_buffer_dltensor(h, &t), DLB_OK);
+  EXPECT_EQ(std::vector<float>(static_cast<float*>(t.data), static_cast<float*>(t.data) + n), values);
+  dlb_buffer_release(h);
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+  EXPECT_EQ(m->dl_tensor.data, reinterpret_cast<void*>(dev));
+  EXPECT_EQ(m->flags & DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_buffer_release(b);
+  EXPECT_EQ(p.deleted.load(), 0);
+  m->deleter(m);
+  EXPECT_EQ(p.deleted.load(), 1);
+
+  // Legacy, on an explicit backend.
+  CudaProducer q(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  ASSERT_EQ(dlb_cuda_import_legacy(backend_, &q.legacy, 1, &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b) & DLB_BUFFER_READ_ONLY, 0u);
+  dlb_buffer_release(b);
+  EXPECT_EQ(q.deleted.load(), 1);
+  DRV_OK(drv().cuMemFree_v2(dev));
+}
+
+TEST_F(CudaTest, ImportRefusalsLeaveTheTensorWithTheCaller) {
+  CUdeviceptr dev = 0;
+  DRV_OK(drv().cuMemAlloc_v2(&dev, 32 * sizeof(float)));
+  std::vector<float> pageable(32);
+  dlb_buffer* b = nullptr;
+  CudaProducer cpu_tensor(pageable.data(), cpu());
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, &cpu_tensor.versioned, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("the tensor is on cpu:0, not CUDA memory"));
+  EXPECT_EQ(dlb_cuda_import_versioned(backend_, &cpu_tensor.versioned, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  CudaProducer liar(pageable.data(), DLDevice{kDLCUDA, 0});
+  EXPECT_EQ(dlb_cuda_import_legacy(nullptr, &liar.legacy, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("is not memory the CUDA driver knows"));
+  CudaProducer future(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  future.versioned.version.major = 2;
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, &future.versioned, 1, &b), DLB_ERR_VERSION);
+  CudaProducer broken(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  broken.versioned.dl_tensor.shape = nullptr;
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, &broken.versioned, 1, &b), DLB_ERR_MALFORMED);
+  CudaProducer ok(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, &ok.versioned, 0, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, &ok.versioned, -4, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, nullptr, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(b, nullptr);
+  for (CudaProducer* p : {&cpu_tensor, &liar, &future, &broken, &ok}) EXPECT_EQ(p->deleted.load(), 0);
+  DRV_OK(drv().cuMemFree_v2(dev));
+}
+
 // ---- driver errors ------------------------------------------------------
 
 TEST_F(FakeCudaTest, DriverErrorsBecomeBackendErrorsWithTheirNames) {
@@ -906,6 +996,8 @@ TEST_F(Disabled, EveryCudaCallSaysItWasNotBuilt) {
   EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 0}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("cannot allocate cuda:0 memory: this dlbridge was built without CUDA support"));
   EXPECT_EQ(dlb_cuda_buffer_set_stream(nullptr, 1), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_cuda_import_versioned(nullptr, nullptr, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_cuda_import_legacy(nullptr, nullptr, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
   int64_t s = 0;
   EXPECT_EQ(dlb_cuda_buffer_stream(nullptr, &s), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(be, nullptr);
