@@ -23,4 +23,4 @@ if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; t
   run=(setarch "$(uname -m)" -R)
 fi
 DLB_TEST_CUDA_DRIVER=$PWD/$dir/tests/cuda/libfake_cuda.so "${run[@]}" "$dir/tests/cuda/test_cuda" \
-  --gtest_filter='CudaTest.Threads:CudaTest.ExportTo*:CudaTest.BufferAllocOfCudaMemory:FakeCudaTest.*'
+  --gtest_filter='CudaTest.Threads:CudaTest.ExportTo*:CudaTest.BufferAllocOfCudaMemory:CudaTest.Import*:FakeCudaTest.*'
