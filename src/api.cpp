@@ -58,10 +58,11 @@ dlb_status wrap_impl(const DLTensor* view, uint64_t flags, dlb_release_fn releas
                      flags & ~DLB_BUFFER_READ_ONLY);
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(view, dlb::Origin::argument, true, &info));
-  dlb_buffer* b = dlb::buffer_create(*view, info, dlb::BufferKind::wrapped, flags);
+  dlb::StorageState state{};
+  state.wrap.release = release;
+  state.wrap.ctx = ctx;
+  dlb_buffer* b = dlb::buffer_create(*view, info, dlb::kWrappedStorage, flags, state);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
-  b->owner.wrap.release = release;
-  b->owner.wrap.ctx = ctx;
   *out = b;
   return DLB_OK;
 }
@@ -82,7 +83,8 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
                      "with dlb_buffer_wrap or a backend)",
                      dlb::device_type_name(dlb::device_type_of(device)),
                      static_cast<int>(device.device_id));
-  dlb_buffer* b = dlb::buffer_create(view, info, dlb::BufferKind::owned, 0);
+  const dlb::StorageState none{};
+  dlb_buffer* b = dlb::buffer_create(view, info, dlb::kOwnedStorage, 0, none);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   *out = b;
   return DLB_OK;
