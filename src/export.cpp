@@ -79,16 +79,22 @@ void finish(ExportBlock* b) noexcept {
   give_back_block(b);
 }
 
+// The deleters are entry points too (consumers call them through the
+// managed struct), so they run behind the firewall.
 void deleter_versioned(DLManagedTensorVersioned* m) noexcept {
-  if (m == nullptr) return;
-  finish(static_cast<ExportBlock*>(m->manager_ctx));
-  live_add(-1);
+  firewall_void("deleter of an exported DLManagedTensorVersioned", [&] {
+    if (m == nullptr) return;
+    finish(static_cast<ExportBlock*>(m->manager_ctx));
+    live_add(-1);
+  });
 }
 
 void deleter_legacy(DLManagedTensor* m) noexcept {
-  if (m == nullptr) return;
-  finish(static_cast<ExportBlock*>(m->manager_ctx));
-  live_add(-1);
+  firewall_void("deleter of an exported DLManagedTensor", [&] {
+    if (m == nullptr) return;
+    finish(static_cast<ExportBlock*>(m->manager_ctx));
+    live_add(-1);
+  });
 }
 
 constexpr std::uint64_t kKnownExportFlags =
