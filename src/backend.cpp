@@ -115,9 +115,10 @@ void backend_finalize(dlb_buffer* b) noexcept {
 
 }  // namespace
 
-const StorageOps kBackendStorage = {"backend",          false,           backend_shareable,    backend_wait,
-                                    backend_acquire,    backend_release_access, backend_copy_to_host,
-                                    backend_finalize};
+const StorageOps kBackendStorage = {"backend",       false,
+                                    backend_shareable, backend_wait,
+                                    backend_acquire,   backend_release_access,
+                                    backend_copy_to_host, backend_finalize};
 
 void backend_release(Backend* be) noexcept {
   if (be->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
