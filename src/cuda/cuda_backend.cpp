@@ -333,7 +333,7 @@ CudaBackend* cuda_backend_of(dlb_backend* backend) noexcept {
 }
 
 CudaStorage* cuda_storage_of(const dlb_buffer* b) noexcept {
-  if (b->kind != BufferKind::backend || b->owner.store.backend->vt.wait_ready != &cb_wait_ready) return nullptr;
+  if (b->ops != &kBackendStorage || b->owner.store.backend->vt.wait_ready != &cb_wait_ready) return nullptr;
   return static_cast<CudaStorage*>(b->owner.store.storage);
 }
 

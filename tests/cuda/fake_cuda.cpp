@@ -123,13 +123,15 @@ struct Allocation {
 
 struct State {
   std::mutex m;
-  std::vector<Stream*> streams;                 // created streams, live
+  // Created streams, live. Shared: a thread freeing memory waits for every
+  // stream while another may destroy its own.
+  std::vector<std::shared_ptr<Stream>> streams;
   std::map<std::uintptr_t, Allocation> allocations;
   std::map<std::string, std::pair<CUresult, int>> failures;  // name -> (code, remaining)
   std::atomic<bool> initialized{false};
   std::atomic<int> primary_refs{0};
-  Stream* legacy = nullptr;
-  std::vector<Stream*> per_thread;               // never destroyed (threads end at any time)
+  std::shared_ptr<Stream> legacy;
+  std::vector<std::shared_ptr<Stream>> per_thread;  // never destroyed (threads end at any time)
 };
 
 State& state() {
@@ -140,17 +142,18 @@ State& state() {
 Stream* legacy_stream() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.m);
-  if (s.legacy == nullptr) s.legacy = new Stream;
-  return s.legacy;
+  if (s.legacy == nullptr) s.legacy = std::make_shared<Stream>();
+  return s.legacy.get();
 }
 
 Stream* per_thread_stream() {
   thread_local Stream* mine = nullptr;
   if (mine == nullptr) {
-    mine = new Stream;
+    auto st = std::make_shared<Stream>();
+    mine = st.get();
     State& s = state();
     std::lock_guard<std::mutex> lock(s.m);
-    s.per_thread.push_back(mine);
+    s.per_thread.push_back(std::move(st));
   }
   return mine;
 }
@@ -165,14 +168,14 @@ Stream* resolve(void* handle) {
 // Every stream idle: what freeing memory implies on a real device.
 void synchronize_all() {
   State& s = state();
-  std::vector<Stream*> all;
+  std::vector<std::shared_ptr<Stream>> all;
   {
     std::lock_guard<std::mutex> lock(s.m);
     all = s.streams;
     if (s.legacy != nullptr) all.push_back(s.legacy);
     all.insert(all.end(), s.per_thread.begin(), s.per_thread.end());
   }
-  for (Stream* st : all) st->synchronize();
+  for (const auto& st : all) st->synchronize();
 }
 
 // A failure injected for `name`, or kSuccess.
@@ -424,25 +427,28 @@ FAKE_API CUresult cuLaunchHostFunc(void* stream, void (*fn)(void*), void* user_d
 FAKE_API CUresult cuStreamCreate(void** out, unsigned flags) {
   FAKE_ENTER("cuStreamCreate");
   if (out == nullptr || flags > 1) return kInvalidValue;
-  auto* st = new Stream;
+  auto st = std::make_shared<Stream>();
   State& s = state();
   std::lock_guard<std::mutex> lock(s.m);
-  s.streams.push_back(st);
-  *out = st;
+  *out = st.get();
+  s.streams.push_back(std::move(st));
   return kSuccess;
 }
 
 FAKE_API CUresult cuStreamDestroy_v2(void* stream) {
   FAKE_ENTER("cuStreamDestroy_v2");
-  Stream* st = static_cast<Stream*>(stream);
+  std::shared_ptr<Stream> st;
   {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.m);
-    auto it = std::find(s.streams.begin(), s.streams.end(), st);
+    auto it = std::find_if(s.streams.begin(), s.streams.end(),
+                           [stream](const std::shared_ptr<Stream>& p) { return p.get() == stream; });
     if (it == s.streams.end()) return kInvalidHandle;
+    st = std::move(*it);
     s.streams.erase(it);
   }
-  delete st;  // runs what is queued, then stops
+  // The last holder (here, or a thread waiting for every stream) runs what
+  // is queued, then stops the worker.
   return kSuccess;
 }
 
