@@ -565,6 +565,40 @@ TEST_F(CudaTest, ExportToCpuCopiesAfterPendingWrite) {
   dlb_buffer_release(b);
 }
 
+// Pinned and managed memory are host-readable: an export to the CPU hands
+// out the memory itself, after the host waited for the writer.
+TEST_F(CudaTest, PinnedAndManagedExportToCpuWithoutACopy) {
+  for (int32_t type : {static_cast<int32_t>(kDLCUDAHost), static_cast<int32_t>(kDLCUDAManaged)}) {
+    const std::size_t n = 64;
+    dlb_buffer* b = alloc(type, {static_cast<int64_t>(n)});
+    DLManagedTensorVersioned* m = nullptr;
+    ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+    void* memory = m->dl_tensor.data;
+    m->deleter(m);
+    CUstream producer = new_stream();
+    float* src = pinned<float>(n);
+    const std::vector<float> values = iota(n, 3.0f);
+    std::memcpy(src, values.data(), n * sizeof(float));
+    Delay delay;
+    delayed_write(producer, &delay, reinterpret_cast<CUdeviceptr>(memory), src, n);
+    ASSERT_EQ(dlb_cuda_buffer_set_stream(b, value_of(producer)), DLB_OK);
+    dlb_export_options o;
+    dlb_export_options_init(&o);
+    o.has_target_device = 1;
+    o.target_device = cpu();
+    o.copy = DLB_COPY_NEVER;
+    ASSERT_EQ(dlb_export_versioned(b, &o, &m), DLB_OK) << last_message();
+    EXPECT_TRUE(delay.done.load()) << "type " << type;
+    EXPECT_EQ(m->dl_tensor.data, memory);
+    EXPECT_EQ(m->dl_tensor.device.device_type, kDLCPU);
+    EXPECT_EQ(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+    const float* got = static_cast<const float*>(m->dl_tensor.data);
+    EXPECT_EQ(std::vector<float>(got, got + n), values) << "type " << type;
+    m->deleter(m);
+    dlb_buffer_release(b);
+  }
+}
+
 TEST_F(CudaTest, CopyNeverToCpuIsRefused) {
   dlb_buffer* b = alloc(kDLCUDA, {4});
   dlb_export_options o;
