@@ -66,7 +66,7 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKi
       return nullptr;
     }
     size = data_at + static_cast<std::size_t>(info.nbytes);
-    mem = mem_alloc_aligned(kDataAlignment, size);
+    mem = mem_alloc_zeroed(kDataAlignment, size);
   } else if (pooled) {
     size = header_size(kPooledNdim);
     mem = cache_take(BlockClass::buffer);
@@ -102,7 +102,6 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKi
   if (kind == BufferKind::owned) {
     b->tensor.data = static_cast<unsigned char*>(mem) + data_at;
     b->tensor.byte_offset = 0;
-    std::memset(b->tensor.data, 0, static_cast<std::size_t>(info.nbytes));
   } else if (kind == BufferKind::backend) {
     b->tensor.data = nullptr;
   }
