@@ -25,7 +25,10 @@ void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept;
 void mem_free(void* p) noexcept;
 
 // Allocations of this many bytes and more are served by their own mapping.
-constexpr std::size_t kLargeAllocation = std::size_t{4} << 20;
+// Below it glibc's heap serves them, reusing freed blocks whose pages are
+// already faulted in (its own mapping threshold grows up to 32 MiB), which
+// a fresh mapping cannot beat.
+constexpr std::size_t kLargeAllocation = std::size_t{32} << 20;
 
 namespace testing {
 // Arms the injector: the n-th allocation (1-based) from now on fails, and

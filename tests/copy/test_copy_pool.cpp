@@ -141,7 +141,7 @@ TEST(CopyThreads, ForkedChildCopiesAndExits) {
 // mapping), and so does the next one after the first was dirtied and freed.
 TEST(CopyAlloc, LargeAllocationsAreZeroAndUnmapped) {
   const std::int64_t live = dlb::testing::large_allocations_live();
-  std::int64_t shape[1] = {std::int64_t{3} << 20};  // 24 MiB of float64
+  std::int64_t shape[1] = {std::int64_t{5} << 20};  // 40 MiB of float64
   for (int round = 0; round < 2; ++round) {
     dlb_buffer* b = nullptr;
     ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, DLDataType{kDLFloat, 64, 1}, 1, shape, &b), DLB_OK);
