@@ -78,7 +78,16 @@ constexpr std::ptrdiff_t kLineBytes = 64;
 #endif
 constexpr std::int64_t kPanelTiles = DLB_COPY_PANEL_TILES;
 constexpr std::int64_t kPanelWidth = DLB_COPY_PANEL_WIDTH;
-constexpr std::int64_t kPrefetchTiles = DLB_COPY_PREFETCH_TILES;
+#ifndef DLB_COPY_PREFETCH_TILES_SMALL
+#define DLB_COPY_PREFETCH_TILES_SMALL 0
+#endif
+// Tiles of 1- and 2-byte elements span 64 or 32 source rows, which share
+// one L1 set when the pitch is a multiple of 4 KiB: lines prefetched for
+// later tiles would evict the current ones.
+template <std::size_t E>
+constexpr std::int64_t prefetch_tiles() {
+  return E <= 2 ? DLB_COPY_PREFETCH_TILES_SMALL : DLB_COPY_PREFETCH_TILES;
+}
 
 // Destinations larger than the last-level cache are written with streaming
 // stores: the cache could not keep them anyway. (On a machine whose cache
@@ -405,9 +414,9 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
       const std::int64_t i_end = i0 + PR < rows ? i0 + PR : rows;
       for (std::int64_t tj = j0; tj < j_end; tj += T) {
         const std::int64_t tj_end = tj + T < j_end ? tj + T : j_end;
-        if constexpr (kPrefetchTiles > 0) {
+        if constexpr (prefetch_tiles<E>() > 0) {
           // The source lines of the band's tiles a few columns of tiles ahead.
-          const std::int64_t pj = tj + kPrefetchTiles * T;
+          const std::int64_t pj = tj + prefetch_tiles<E>() * T;
           if (pj + T <= j_end && i_end - i0 == PR) {
             const byte* p = src + i0 * sr + pj * sc;
             for (std::int64_t j = 0; j < T; ++j) {
