@@ -25,9 +25,8 @@ bool injected_failure() noexcept {
 
 // Large allocations: each is its own anonymous mapping, aligned to a huge
 // page and advised to use huge pages (transparent huge pages in `madvise`
-// mode, the Debian default, then fault 2 MiB at a time: half the cost of a
-// first touch with 4 KiB pages, measured by bench_copy's fresh-destination
-// cases). mem_free must tell them from malloc's blocks without reading
+// mode, the Debian default, then fault 2 MiB at a time: a fresh 128 MiB
+// destination faults in at about half the cost of 4 KiB pages). mem_free must tell them from malloc's blocks without reading
 // outside either, so they are listed (address -> length) in a registry
 // kept beside them; only page-aligned addresses are looked up there
 // (malloc's blocks rarely are).
