@@ -1,14 +1,24 @@
-// Bandwidth of dlb_copy_to_contiguous against memcpy of the same bytes,
-// both measured in this process.
+// The copy engine (dlb_copy_to_contiguous) against memcpy of the same bytes,
+// both measured in this process, turn about.
 //
-// Every benchmark times its copies itself (manual time), and before its
-// timed loop measures a memcpy of the same number of bytes between the same
-// two buffers. Counters:
+// Engine cases copy a view into a warm destination (touched before the
+// timing): every iteration times one memcpy of the destination's size
+// between the same two buffers, then one engine copy, so that a noisy
+// neighbour slows both alike. Counters:
 //   bytes_per_second  bytes of the compact result written per second
-//   vs_memcpy         memcpy time / copy time (best of the runs each):
-//                     1.0 means memcpy's bandwidth
+//   vs_memcpy         median memcpy time / median engine time: 1.0 is
+//                     memcpy's bandwidth
+// The second argument of every engine case is the copy thread setting
+// (dlb_set_copy_threads): 1 serial, 0 one per core; memcpy is one thread.
 //
-// Run: build/bench/bench_copy [--benchmark_filter=...]
+// Fresh-destination cases time allocation plus first touch, as a caller
+// who asks for a new array pays it:
+//   BM_AllocZeroed   dlb_buffer_alloc + release of n bytes (zeroed memory)
+//                    against calloc + free (what np.zeros does)
+//   BM_ToHost*       dlb_buffer_to_host of a wrapped view (allocate + copy)
+//                    against malloc + memcpy + free of the same bytes
+//
+// Run: build/dev/bench/bench_copy [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <dlbridge/dlbridge.h>
 #include <sys/mman.h>
@@ -18,13 +28,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
+#include <new>
 #include <vector>
 
 namespace {
 
-// A page-aligned buffer, asked to use huge pages like numpy does for large
-// arrays, and touched so that page faults stay out of the timings.
+// A huge-page-aligned buffer, asked to use huge pages like numpy does for
+// large arrays, and touched so that page faults stay out of the timings.
 struct Buffer {
   explicit Buffer(std::size_t n) : size(n) {
     constexpr std::size_t kAlign = std::size_t{1} << 21;
@@ -43,19 +53,11 @@ struct Buffer {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double best_memcpy_seconds(unsigned char* dst, const unsigned char* src, std::size_t n) {
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = Clock::now();
-    std::memcpy(dst, src, n);
-    benchmark::ClobberMemory();
-    best = std::min(best, seconds_since(t0));
-  }
-  return best;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 DLDataType dtype_of_width(int bytes) {
@@ -63,33 +65,14 @@ DLDataType dtype_of_width(int bytes) {
   t.code = kDLUInt;
   t.bits = static_cast<std::uint8_t>(8 * bytes);
   t.lanes = 1;
-  if (bytes == 16) {  // no 128-bit uint in DLPack: complex128 is 16 bytes
-    t.code = kDLComplex;
-    t.bits = 128;
+  switch (bytes) {
+    case 16: t = DLDataType{kDLComplex, 128, 1}; break;    // complex128
+    case 3: t = DLDataType{kDLUInt, 8, 3}; break;          // 3-lane uint8 (RGB)
+    case 6: t = DLDataType{kDLUInt, 16, 3}; break;         // 3-lane uint16
+    case 12: t = DLDataType{kDLFloat, 32, 3}; break;       // 3-lane float32
+    default: break;
   }
   return t;
-}
-
-// Times dlb_copy_to_contiguous of `view` (whose data lies in src) into dst.
-void run_copy(benchmark::State& state, const DLTensor& view, Buffer& src, Buffer& dst,
-              std::size_t out_bytes) {
-  const double memcpy_s = best_memcpy_seconds(dst.data, src.data, out_bytes);
-  double best = 1e30;
-  for (auto _ : state) {
-    const auto t0 = Clock::now();
-    const dlb_status st = dlb_copy_to_contiguous(&view, dst.data, dst.size);
-    benchmark::ClobberMemory();
-    const double s = seconds_since(t0);
-    if (st != DLB_OK) {
-      state.SkipWithError(dlb_last_error_message());
-      return;
-    }
-    best = std::min(best, s);
-    state.SetIterationTime(s);
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(out_bytes));
-  state.counters["vs_memcpy"] = memcpy_s / best;
 }
 
 DLTensor make_view(unsigned char* data, std::uint64_t byte_offset, int ndim, std::int64_t* shape,
@@ -105,17 +88,30 @@ DLTensor make_view(unsigned char* data, std::uint64_t byte_offset, int ndim, std
   return t;
 }
 
-// Plain memcpy, timed the same way, for the bandwidth column.
-void BM_Memcpy(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  Buffer src(n), dst(n);
+// Times the engine copy of `view` into dst, each iteration beside a memcpy
+// of out_bytes; state.range(1) is the thread setting.
+void run_copy(benchmark::State& state, const DLTensor& view, Buffer& src, Buffer& dst, std::size_t out_bytes) {
+  dlb_set_copy_threads(static_cast<int>(state.range(1)));
+  std::vector<double> copy_s, memcpy_s;
   for (auto _ : state) {
-    const auto t0 = Clock::now();
-    std::memcpy(dst.data, src.data, n);
+    auto t0 = Clock::now();
+    std::memcpy(dst.data, src.data, out_bytes);
     benchmark::ClobberMemory();
-    state.SetIterationTime(seconds_since(t0));
+    memcpy_s.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    const dlb_status st = dlb_copy_to_contiguous(&view, dst.data, dst.size);
+    benchmark::ClobberMemory();
+    const double s = seconds_since(t0);
+    if (st != DLB_OK) {
+      state.SkipWithError(dlb_last_error_message());
+      break;
+    }
+    copy_s.push_back(s);
+    state.SetIterationTime(s);
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n));
+  dlb_set_copy_threads(1);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(out_bytes));
+  state.counters["vs_memcpy"] = median(memcpy_s) / median(copy_s);
 }
 
 // A compact float64 vector: one block copy.
@@ -150,7 +146,18 @@ void BM_Reversed(benchmark::State& state) {
   run_copy(state, v, src, dst, n);
 }
 
-// The transpose of a 32 MiB matrix for each specialised element width.
+// Every other row and column of a 2k x 2k float64 matrix (x[::2, ::2]).
+void BM_EveryOther(benchmark::State& state) {
+  const std::int64_t k = state.range(0);
+  const auto n = static_cast<std::size_t>(k * k * 8);
+  Buffer src(4 * n), dst(n);
+  std::int64_t shape[2] = {k, k};
+  std::int64_t strides[2] = {4 * k, 2};
+  const DLTensor v = make_view(src.data, 0, 2, shape, strides, 8);
+  run_copy(state, v, src, dst, n);
+}
+
+// The transpose of a 32 MiB matrix for each element width with a kernel.
 void BM_TransposedWidth(benchmark::State& state) {
   const int e = static_cast<int>(state.range(0));
   const std::int64_t cols = 2048;
@@ -163,25 +170,119 @@ void BM_TransposedWidth(benchmark::State& state) {
   run_copy(state, v, src, dst, n);
 }
 
-// Every other row and column of a float32 matrix (a gapped gather).
-void BM_EveryOther(benchmark::State& state) {
-  const std::int64_t k = state.range(0);
-  const auto n_src = static_cast<std::size_t>(k * k * 4);
-  const auto n = n_src / 4;
-  Buffer src(n_src), dst(n);
-  std::int64_t shape[2] = {k / 2, k / 2};
-  std::int64_t strides[2] = {2 * k, 2};
-  const DLTensor v = make_view(src.data, 0, 2, shape, strides, 4);
+// A 32 MiB vector reversed, for each element width with a kernel.
+void BM_ReversedWidth(benchmark::State& state) {
+  const int e = static_cast<int>(state.range(0));
+  const std::int64_t count = (std::int64_t{32} << 20) / e;
+  const auto n = static_cast<std::size_t>(count * e);
+  Buffer src(n), dst(n);
+  std::int64_t shape[1] = {count};
+  std::int64_t strides[1] = {-1};
+  const DLTensor v = make_view(src.data, n - static_cast<std::size_t>(e), 1, shape, strides, e);
   run_copy(state, v, src, dst, n);
+}
+
+// dlb_buffer_alloc (zeroed) against calloc, n bytes, allocate + free.
+void BM_AllocZeroed(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::int64_t shape[1] = {static_cast<std::int64_t>(n / 8)};
+  std::vector<double> ours, theirs;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    void* p = std::calloc(n, 1);
+    benchmark::DoNotOptimize(p);
+    std::free(p);
+    theirs.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    dlb_buffer* b = nullptr;
+    if (dlb_buffer_alloc(DLDevice{kDLCPU, 0}, DLDataType{kDLFloat, 64, 1}, 1, shape, &b) != DLB_OK) {
+      state.SkipWithError(dlb_last_error_message());
+      break;
+    }
+    dlb_buffer_release(b);
+    const double s = seconds_since(t0);
+    ours.push_back(s);
+    state.SetIterationTime(s);
+  }
+  state.counters["vs_calloc"] = median(theirs) / median(ours);
+}
+
+// dlb_buffer_to_host of a k x k float64 view (allocate + copy + free)
+// against malloc + memcpy + free of the same bytes (pages faulted in by the
+// copy in both).
+void to_host(benchmark::State& state, const DLTensor& view, std::size_t n, const unsigned char* src) {
+  dlb_set_copy_threads(static_cast<int>(state.range(1)));
+  dlb_buffer* wrapped = nullptr;
+  if (dlb_buffer_wrap(&view, 0, nullptr, nullptr, &wrapped) != DLB_OK) {
+    state.SkipWithError(dlb_last_error_message());
+    return;
+  }
+  std::vector<double> ours, theirs;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    void* p = std::malloc(n);
+    std::memcpy(p, src, n);
+    benchmark::DoNotOptimize(p);
+    std::free(p);
+    theirs.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    dlb_buffer* copy = nullptr;
+    if (dlb_buffer_to_host(wrapped, &copy) != DLB_OK) {
+      state.SkipWithError(dlb_last_error_message());
+      break;
+    }
+    dlb_buffer_release(copy);
+    const double s = seconds_since(t0);
+    ours.push_back(s);
+    state.SetIterationTime(s);
+  }
+  dlb_buffer_release(wrapped);
+  dlb_set_copy_threads(1);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+  state.counters["vs_malloc_memcpy"] = median(theirs) / median(ours);
+}
+
+void BM_ToHostContiguous(benchmark::State& state) {
+  const std::int64_t k = state.range(0);
+  const auto n = static_cast<std::size_t>(k * k * 8);
+  Buffer src(n);
+  std::int64_t shape[2] = {k, k};
+  std::int64_t strides[2] = {k, 1};
+  to_host(state, make_view(src.data, 0, 2, shape, strides, 8), n, src.data);
+}
+
+void BM_ToHostTransposed(benchmark::State& state) {
+  const std::int64_t k = state.range(0);
+  const auto n = static_cast<std::size_t>(k * k * 8);
+  Buffer src(n);
+  std::int64_t shape[2] = {k, k};
+  std::int64_t strides[2] = {1, k};
+  to_host(state, make_view(src.data, 0, 2, shape, strides, 8), n, src.data);
+}
+
+void thread_args(benchmark::internal::Benchmark* b, std::vector<std::int64_t> sizes) {
+  for (const auto s : sizes) {
+    b->Args({s, 1});
+    b->Args({s, 0});
+  }
 }
 
 }  // namespace
 
-BENCHMARK(BM_Memcpy)->UseManualTime()->RangeMultiplier(8)->Range(1 << 12, 1 << 27);
-BENCHMARK(BM_Contiguous)->UseManualTime()->RangeMultiplier(8)->Range(1 << 12, 1 << 27);
-BENCHMARK(BM_Transposed)->UseManualTime()->RangeMultiplier(4)->Range(64, 4096);
-BENCHMARK(BM_Reversed)->UseManualTime()->RangeMultiplier(4)->Range(64, 4096);
-BENCHMARK(BM_TransposedWidth)->UseManualTime()->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16);
-BENCHMARK(BM_EveryOther)->UseManualTime()->Arg(1024)->Arg(4096);
+BENCHMARK(BM_Contiguous)->UseManualTime()->Apply([](auto* b) {
+  thread_args(b, {1 << 16, 1 << 19, 1 << 20, 1 << 21, 1 << 22, 1 << 24, 1 << 27});
+});
+BENCHMARK(BM_Transposed)->UseManualTime()->Apply([](auto* b) { thread_args(b, {64, 256, 362, 512, 724, 1024, 4096}); });
+BENCHMARK(BM_Reversed)->UseManualTime()->Apply([](auto* b) { thread_args(b, {256, 512, 1024, 4096}); });
+BENCHMARK(BM_EveryOther)->UseManualTime()->Apply([](auto* b) { thread_args(b, {512, 2048}); });
+BENCHMARK(BM_TransposedWidth)->UseManualTime()->Apply([](auto* b) {
+  for (const int e : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({e, 1});
+});
+BENCHMARK(BM_ReversedWidth)->UseManualTime()->Apply([](auto* b) {
+  for (const int e : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({e, 1});
+});
+BENCHMARK(BM_AllocZeroed)->UseManualTime()->Arg(1 << 20)->Arg(1 << 27);
+BENCHMARK(BM_ToHostContiguous)->UseManualTime()->Apply([](auto* b) { thread_args(b, {1024, 4096}); });
+BENCHMARK(BM_ToHostTransposed)->UseManualTime()->Apply([](auto* b) { thread_args(b, {1024, 4096}); });
 
 BENCHMARK_MAIN();

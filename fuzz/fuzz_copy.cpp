@@ -2,7 +2,11 @@
 // strides (negative, zero, huge on size-1 dimensions), element size and
 // byte_offset over an exact-size arena; dlb_copy_to_contiguous must produce
 // what the naive odometer copy produces, byte for byte, and must succeed on
-// every view that is valid and fits the destination.
+// every view that is valid and fits the destination. One control bit lowers
+// the engine's size thresholds to a byte, so that the small views fuzzed
+// here also take the paths of large copies: split among 1 to 4 threads,
+// written with streaming stores.
+#include "copy_engine.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -58,7 +62,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (dst) std::memset(dst, 0xA5, dst_size);
   std::vector<uint8_t> ref(static_cast<size_t>(e.nbytes) + 1, 0);
 
+  const bool large_paths = (ctl & 8) != 0;
+  if (large_paths) {
+    dlb_set_copy_threads(1 + ((ctl >> 4) & 3));
+    dlb::testing::set_copy_thresholds(1, 1);
+  }
   const dlb_status s = dlb_copy_to_contiguous(&t, dst, dst_size);
+  if (large_paths) {
+    dlb::testing::set_copy_thresholds(0, 0);
+    dlb_set_copy_threads(1);
+  }
   const bool host = host_device(dev_type(t.device)) && t.device.device_id >= 0;
   const bool known = host || (t.device.device_id >= 0 &&
                               (dev_type(t.device) == kDLCUDA || dev_type(t.device) == kDLROCM));

@@ -12,9 +12,23 @@ namespace dlb {
 void* mem_alloc(std::size_t size) noexcept;
 // Aligned allocation (alignment a power of two >= sizeof(void*)); the size
 // is rounded up to a multiple of the alignment. nullptr on failure.
+// Contents are indeterminate. Large sizes (kLargeAllocation and up) get
+// fresh anonymous pages marked for transparent huge pages, so that the
+// first write, which every copy destination gets anyway, faults them in
+// with few faults.
 void* mem_alloc_aligned(std::size_t alignment, std::size_t size) noexcept;
-// Frees what either of the above returned. NULL-safe.
+// The same, zero-filled. Large sizes are fresh anonymous pages, which the
+// kernel zeroes lazily on first touch (as calloc does), so that nothing is
+// written here; small ones are cleared with memset.
+void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept;
+// Frees what any of the above returned. NULL-safe.
 void mem_free(void* p) noexcept;
+
+// Allocations of this many bytes and more are served by their own mapping.
+// Below it glibc's heap serves them, reusing freed blocks whose pages are
+// already faulted in (its own mapping threshold grows up to 32 MiB), which
+// a fresh mapping cannot beat.
+constexpr std::size_t kLargeAllocation = std::size_t{32} << 20;
 
 namespace testing {
 // Arms the injector: the n-th allocation (1-based) from now on fails, and
@@ -25,6 +39,8 @@ void fail_allocation_after(std::int64_t n) noexcept;
 // Allocations attempted since the last fail_allocation_after() call, while
 // armed or counting (a disarmed injector counts nothing).
 std::int64_t allocations_attempted() noexcept;
+// Live allocations served by their own mapping (large ones).
+std::int64_t large_allocations_live() noexcept;
 // Drops the per-thread cache of export blocks, so that the next export
 // allocates (tests that count allocations call this first).
 void drop_thread_caches() noexcept;

@@ -73,6 +73,8 @@ const StorageOps kImportedLegacyStorage = {"imported", false, nullptr, nullptr, 
 dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const StorageOps& ops, std::uint64_t flags,
                           const StorageState& state) noexcept {
   const std::int32_t ndim = view.ndim;
+  const bool zeroed = (flags & kCreateUninitialised) == 0;
+  flags &= ~kCreateUninitialised;
   std::size_t size = header_size(ndim);
   std::size_t data_at = 0;
   void* mem = nullptr;
@@ -84,7 +86,7 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const St
       return nullptr;
     }
     size = data_at + static_cast<std::size_t>(info.nbytes);
-    mem = mem_alloc_aligned(kDataAlignment, size);
+    mem = zeroed ? mem_alloc_zeroed(kDataAlignment, size) : mem_alloc_aligned(kDataAlignment, size);
   } else if (pooled) {
     size = header_size(kPooledNdim);
     mem = cache_take(BlockClass::buffer, size);
@@ -120,7 +122,6 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const St
   if (ops.inline_data) {
     b->tensor.data = static_cast<unsigned char*>(mem) + data_at;
     b->tensor.byte_offset = 0;
-    std::memset(b->tensor.data, 0, static_cast<std::size_t>(info.nbytes));
   }
   cache_default_plans(b);
   return b;
@@ -177,7 +178,7 @@ dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t fl
   info.nbytes = src->nbytes;
   info.contiguous = true;
   const StorageState none{};
-  dlb_buffer* b = buffer_create(view, info, kOwnedStorage, flags, none);
+  dlb_buffer* b = buffer_create(view, info, kOwnedStorage, flags | kCreateUninitialised, none);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   const dlb_status s = buffer_copy_out(src, b->tensor.data, b->nbytes, stream);
   if (s != DLB_OK) {

@@ -67,6 +67,10 @@ struct StorageOps {
   void (*finalize)(dlb_buffer* b) noexcept;
 };
 
+// buffer_create flag (never stored): owned data is left uninitialised
+// because the caller writes every byte (copies).
+constexpr std::uint64_t kCreateUninitialised = UINT64_C(1) << 63;
+
 extern const StorageOps kOwnedStorage;              // dlb_buffer_alloc, copies: data follows the header
 extern const StorageOps kWrappedStorage;            // dlb_buffer_wrap: release(ctx) at the end
 extern const StorageOps kImportedVersionedStorage;  // the producer's deleter at the end

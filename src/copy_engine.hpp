@@ -17,10 +17,19 @@ namespace dlb {
 //  - elem_size is the element size in bytes (>= 1).
 //  - dst holds product(shape) * elem_size bytes and does not overlap src.
 // The caller has validated the view (no overflow of the byte extent).
-// Never throws, never allocates more than a fixed stack scratch.
+// Large copies are split among the copy threads (copy_pool.hpp). Never
+// throws, never allocates more than a fixed stack scratch.
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
                                 const std::int64_t* shape, const std::int64_t* strides,
                                 std::size_t elem_size, unsigned char* dst) noexcept;
+
+namespace testing {
+// Sets the destination sizes from which copies are split among the copy
+// threads and written with streaming stores, so that tests reach those
+// paths with small views; 0 restores a default. Not for concurrent use
+// with copies.
+void set_copy_thresholds(std::size_t parallel_bytes, std::size_t streaming_bytes) noexcept;
+}  // namespace testing
 
 }  // namespace dlb
 

@@ -1106,6 +1106,44 @@ DLB_API dlb_status dlb_cuda_buffer_stream(const dlb_buffer* buffer, int64_t* out
 /** @} */
 
 /* ------------------------------------------------------------------------ */
+/* Copy threads                                                             */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @defgroup dlb_copy_threads Copy threads
+ * @brief How many threads a large host copy may use.
+ *
+ * Every host copy the library makes (dlb_buffer_to_host, an export that
+ * copies, dlb_copy_to_contiguous, an import asked for a compact copy) goes
+ * through one engine. A copy of a few MiB and more is split among the
+ * calling thread and a process-wide pool of worker threads; smaller copies
+ * run on the caller alone. The workers start with the first copy that needs
+ * them, are joined at process exit, and are not inherited by a child after
+ * fork (the child starts its own). One copy uses the pool at a time: a copy
+ * that finds it busy runs on its own thread, never waiting for another.
+ * @{
+ */
+
+/**
+ * Sets the number of threads a large copy uses, the caller included:
+ * 0 is one per core the process may run on, 1 makes every copy serial.
+ * Without a call the environment variable DLB_COPY_THREADS (read once, at
+ * the first copy that asks) sets it, and 0 when it is unset or invalid.
+ * Takes effect for copies that start after it returns; a pool of another
+ * size is replaced at the next large copy. Owns nothing. Thread-safe.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT for n < 0 or n > 64 (the setting
+ *         is then unchanged).
+ */
+DLB_API dlb_status dlb_set_copy_threads(int n);
+
+/**
+ * The number of threads a large copy would use now (>= 1): the setting,
+ * with 0 resolved to the core count. Thread-safe.
+ */
+DLB_API int dlb_copy_threads(void);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* Python support                                                           */
 /* ------------------------------------------------------------------------ */
 

@@ -238,6 +238,22 @@ dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out);
 dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* strides_out);
 dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
                               dlb_buffer** out);
+
+dlb_status dlb_cuda_backend_create(int32_t device_id, dlb_backend** out);
+dlb_status dlb_cuda_buffer_alloc(dlb_backend* backend, DLDevice device, DLDataType dtype,
+                                 int32_t ndim, const int64_t* shape, dlb_buffer** out);
+dlb_status dlb_cuda_buffer_wrap(dlb_backend* backend, const DLTensor* view, uint64_t flags,
+                                int64_t stream, dlb_release_fn release, void* ctx,
+                                dlb_buffer** out);
+dlb_status dlb_cuda_import_versioned(dlb_backend* backend, DLManagedTensorVersioned* tensor,
+                                     int64_t stream, dlb_buffer** out);
+dlb_status dlb_cuda_import_legacy(dlb_backend* backend, DLManagedTensor* tensor, int64_t stream,
+                                  dlb_buffer** out);
+dlb_status dlb_cuda_buffer_set_stream(dlb_buffer* buffer, int64_t stream);
+dlb_status dlb_cuda_buffer_stream(const dlb_buffer* buffer, int64_t* out);
+
+dlb_status dlb_set_copy_threads(int n);
+int dlb_copy_threads(void);
 """
 
 # The struct types a binding allocates or reads, for layout checks.

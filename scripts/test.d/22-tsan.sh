@@ -3,7 +3,8 @@
 # tests with -fsanitize=thread, running the core suite (concurrency tests:
 # one buffer exported, released and deleted from many threads, deleters on
 # other threads, concurrent imports, last-error isolation) and the
-# reliability suite. Usage: 22-tsan.sh <build dir> (not used: own build).
+# reliability suite, and the copy threads (copy_pool: split copies from
+# many threads while the setting changes). Usage: 22-tsan.sh <build dir> (not used: own build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=build-rel-tsan
@@ -20,5 +21,5 @@ run=()
 if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
   run=(setarch "$(uname -m)" -R)
 fi
-"${run[@]}" meson test -C "$dir" --suite core --suite reliability --print-errorlogs --num-processes 1 \
+"${run[@]}" meson test -C "$dir" --suite core --suite reliability --suite copy_pool --print-errorlogs --num-processes 1 \
   --timeout-multiplier 5

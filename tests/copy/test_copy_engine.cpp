@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <dlbridge/dlbridge.h>
+
 #include "copy_engine.hpp"
 
 namespace {
@@ -292,3 +294,50 @@ TEST(CopyEngine, UnalignedSourceAndDestination) {
 }
 
 }  // namespace
+
+// Reversed and every-other runs of every width, of lengths around the
+// vector kernels' word boundaries, at every destination misalignment the
+// streaming path must refuse or handle: the last element's word must not
+// read past the view.
+TEST(CopyEngine, ReversedAndEveryOtherRunsEveryLength) {
+  std::mt19937_64 rng(11);
+  for (std::size_t e : kElemSizes) {
+    for (std::int64_t n = 1; n <= 40; ++n) {
+      EXPECT_TRUE(engine_matches({n}, {-1}, e, rng));
+      EXPECT_TRUE(engine_matches({n}, {2}, e, rng));
+      EXPECT_TRUE(engine_matches({n}, {-2}, e, rng));
+      EXPECT_TRUE(engine_matches({3, n}, {-n, -1}, e, rng));
+      EXPECT_TRUE(engine_matches({3, n}, {4 * n, 2}, e, rng));
+    }
+  }
+}
+
+// The same views through the paths large copies take: split among
+// threads and written with streaming stores (thresholds lowered to one
+// byte), serial and with 2, 3 and 8 threads.
+TEST(CopyEngine, RandomViewsThroughThreadsAndStreamingStores) {
+  std::mt19937_64 rng(99);
+  for (const int threads : {1, 2, 3, 8}) {
+    ASSERT_EQ(dlb_set_copy_threads(threads), DLB_OK);
+    dlb::testing::set_copy_thresholds(1, 1);
+    for (int iter = 0; iter < 400; ++iter) {
+      const std::size_t ndim = 1 + rng() % 3;
+      std::vector<std::int64_t> shape(ndim);
+      for (auto& n : shape) n = 1 + static_cast<std::int64_t>(rng() % (ndim == 1 ? 3000 : ndim == 2 ? 150 : 30));
+      const auto strides = random_strides(shape, rng);
+      const std::size_t e = kElemSizes[rng() % std::size(kElemSizes)];
+      const ::testing::AssertionResult r = engine_matches(shape, strides, e, rng);
+      if (!r) {
+        dlb::testing::set_copy_thresholds(0, 0);
+        FAIL() << "threads " << threads << ": " << r.message();
+      }
+    }
+    // Transposes whose rows split into whole tiles and a remainder.
+    for (std::size_t e : kElemSizes) {
+      EXPECT_TRUE(engine_matches({300, 200}, {1, 300}, e, rng));
+      EXPECT_TRUE(engine_matches({200, 300}, {-1, -200}, e, rng));
+    }
+    dlb::testing::set_copy_thresholds(0, 0);
+  }
+  ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
+}

@@ -1,0 +1,200 @@
+// The copy threads and the allocations of copy destinations: the setting's
+// checks, copies split among threads (also from many threads at once, and
+// while the setting changes), a forked child that copies with its own
+// workers and exits, and zeroed large allocations.
+#include <dlbridge/dlbridge.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "alloc.hpp"
+#include "copy_engine.hpp"
+
+namespace {
+
+// A k x k float64 matrix of distinct values and its transpose, copied by
+// the public entry point; true when every element is right.
+bool transpose_is_right(std::int64_t k, std::uint64_t seed) {
+  std::vector<double> src(static_cast<std::size_t>(k * k));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<double>(i) + static_cast<double>(seed);
+  std::vector<double> dst(src.size(), -1.0);
+  std::int64_t shape[2] = {k, k};
+  std::int64_t strides[2] = {1, k};
+  DLTensor t{};
+  t.data = src.data();
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = 2;
+  t.dtype = DLDataType{kDLFloat, 64, 1};
+  t.shape = shape;
+  t.strides = strides;
+  if (dlb_copy_to_contiguous(&t, dst.data(), dst.size() * sizeof(double)) != DLB_OK) return false;
+  for (std::int64_t i = 0; i < k; ++i) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (dst[static_cast<std::size_t>(i * k + j)] != src[static_cast<std::size_t>(j * k + i)]) return false;
+    }
+  }
+  return true;
+}
+
+struct Thresholds {
+  // Every copy of 4 KiB and more goes to the pool.
+  Thresholds() { dlb::testing::set_copy_thresholds(4096, 0); }
+  ~Thresholds() {
+    dlb::testing::set_copy_thresholds(0, 0);
+    dlb_set_copy_threads(0);
+  }
+};
+
+TEST(CopyThreads, SettingIsChecked) {
+  EXPECT_EQ(dlb_set_copy_threads(-1), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(dlb_last_error_message(), "-1"), nullptr) << dlb_last_error_message();
+  EXPECT_EQ(dlb_set_copy_threads(65), DLB_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(dlb_set_copy_threads(3), DLB_OK);
+  EXPECT_EQ(dlb_copy_threads(), 3);
+  ASSERT_EQ(dlb_set_copy_threads(1), DLB_OK);
+  EXPECT_EQ(dlb_copy_threads(), 1);
+  ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(dlb_copy_threads(), CPU_COUNT(&set));
+}
+
+TEST(CopyThreads, SplitCopiesAreRight) {
+  Thresholds th;
+  for (const int n : {2, 3, 4, 1, 2}) {  // the pool restarts on every change
+    ASSERT_EQ(dlb_set_copy_threads(n), DLB_OK);
+    for (const std::int64_t k : {33, 64, 100, 257}) EXPECT_TRUE(transpose_is_right(k, static_cast<std::uint64_t>(n)));
+  }
+}
+
+// Copies from several threads at once (one gets the pool, the others run
+// serially), while another thread changes the setting.
+TEST(CopyThreads, ConcurrentCopiesWhileTheSettingChanges) {
+  Thresholds th;
+  ASSERT_EQ(dlb_set_copy_threads(2), DLB_OK);
+  const int iterations = 60;
+  std::atomic<int> wrong{0};
+  std::atomic<bool> stop{false};
+  std::thread changer([&] {
+    int n = 0;
+    while (!stop.load()) {
+      dlb_set_copy_threads(1 + (n++ % 3));
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> copiers;
+  for (int t = 0; t < 4; ++t) {
+    copiers.emplace_back([&, t] {
+      for (int i = 0; i < iterations; ++i) {
+        if (!transpose_is_right(40 + (i % 5) * 13, static_cast<std::uint64_t>(t * 1000 + i))) ++wrong;
+      }
+    });
+  }
+  for (auto& c : copiers) c.join();
+  stop.store(true);
+  changer.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define DLB_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLB_UNDER_TSAN 1
+#endif
+#endif
+
+// After fork the child copies with workers of its own (the parent's do not
+// exist there) and exits through exit(), which joins them; a hang is
+// caught by the alarm.
+TEST(CopyThreads, ForkedChildCopiesAndExits) {
+#if defined(DLB_UNDER_TSAN)
+  GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
+#else
+  Thresholds th;
+  ASSERT_EQ(dlb_set_copy_threads(2), DLB_OK);
+  ASSERT_TRUE(transpose_is_right(128, 1));  // the parent's pool is running
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);
+    bool ok = true;
+    for (int i = 0; i < 20; ++i) ok = ok && transpose_is_right(96 + i, static_cast<std::uint64_t>(i));
+    std::exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(transpose_is_right(128, 2));  // and the parent's pool still works
+#endif
+}
+
+// A large dlb_buffer_alloc reads as zeros without being written (its own
+// mapping), and so does the next one after the first was dirtied and freed.
+TEST(CopyAlloc, LargeAllocationsAreZeroAndUnmapped) {
+  const std::int64_t live = dlb::testing::large_allocations_live();
+  std::int64_t shape[1] = {std::int64_t{5} << 20};  // 40 MiB of float64
+  for (int round = 0; round < 2; ++round) {
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, DLDataType{kDLFloat, 64, 1}, 1, shape, &b), DLB_OK);
+    EXPECT_EQ(dlb::testing::large_allocations_live(), live + 1);
+    DLTensor t;
+    ASSERT_EQ(dlb_buffer_dltensor(b, &t), DLB_OK);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data) % 64, 0u);
+    auto* p = static_cast<unsigned char*>(t.data);
+    const std::size_t n = static_cast<std::size_t>(shape[0]) * 8;
+    std::size_t nonzero = 0;
+    for (std::size_t i = 0; i < n; i += 4093) nonzero += p[i] != 0;
+    nonzero += p[n - 1] != 0;
+    EXPECT_EQ(nonzero, 0u);
+    std::memset(p, 0xEE, n);
+    dlb_buffer_release(b);
+    EXPECT_EQ(dlb::testing::large_allocations_live(), live);
+  }
+  // Small ones are zeroed too.
+  std::int64_t small[2] = {3, 5};
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, DLDataType{kDLInt, 32, 1}, 2, small, &b), DLB_OK);
+  DLTensor t;
+  ASSERT_EQ(dlb_buffer_dltensor(b, &t), DLB_OK);
+  const auto* q = static_cast<const std::int32_t*>(t.data);
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(q[i], 0);
+  dlb_buffer_release(b);
+}
+
+TEST(CopyAlloc, InjectedFailuresReachEveryAllocator) {
+  for (const std::size_t n : {std::size_t{100}, dlb::kLargeAllocation, dlb::kLargeAllocation * 3 + 5}) {
+    dlb::testing::fail_allocation_after(1);
+    EXPECT_EQ(dlb::mem_alloc_aligned(64, n), nullptr);
+    EXPECT_EQ(dlb::mem_alloc_zeroed(64, n), nullptr);
+    EXPECT_EQ(dlb::testing::allocations_attempted(), 2);
+    dlb::testing::fail_allocation_after(0);
+    void* a = dlb::mem_alloc_aligned(64, n);
+    void* z = dlb::mem_alloc_zeroed(64, n);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 64, 0u);
+    EXPECT_EQ(static_cast<unsigned char*>(z)[n - 1], 0);
+    std::memset(a, 1, n);
+    dlb::mem_free(a);
+    dlb::mem_free(z);
+  }
+  EXPECT_EQ(dlb::testing::large_allocations_live(), 0);
+  // A large buffer's allocation failing is reported, nothing leaks.
+  std::int64_t shape[1] = {std::int64_t{1} << 21};
+  dlb::testing::fail_allocation_after(1);
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, DLDataType{kDLFloat, 64, 1}, 1, shape, &b), DLB_ERR_OUT_OF_MEMORY);
+  dlb::testing::fail_allocation_after(0);
+  EXPECT_EQ(b, nullptr);
+}
+
+}  // namespace
