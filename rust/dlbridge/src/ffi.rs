@@ -6,7 +6,7 @@
 
 #![allow(non_camel_case_types, non_upper_case_globals)]
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `DLDeviceType` (a C enum, `int` sized).
 pub type DLDeviceType = i32;
@@ -319,6 +319,44 @@ extern "C" {
         options: *const dlb_export_options,
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
+
+    // CUDA
+    pub fn dlb_cuda_backend_create(device_id: i32, out: *mut *mut dlb_backend) -> dlb_status;
+    pub fn dlb_cuda_buffer_alloc(
+        backend: *mut dlb_backend,
+        device: DLDevice,
+        dtype: DLDataType,
+        ndim: i32,
+        shape: *const i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_cuda_buffer_wrap(
+        backend: *mut dlb_backend,
+        view: *const DLTensor,
+        flags: u64,
+        stream: i64,
+        release: dlb_release_fn,
+        ctx: *mut c_void,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_cuda_import_versioned(
+        backend: *mut dlb_backend,
+        tensor: *mut DLManagedTensorVersioned,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_cuda_import_legacy(
+        backend: *mut dlb_backend,
+        tensor: *mut DLManagedTensor,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_cuda_buffer_set_stream(buffer: *mut dlb_buffer, stream: i64) -> dlb_status;
+    pub fn dlb_cuda_buffer_stream(buffer: *const dlb_buffer, out: *mut i64) -> dlb_status;
+
+    // Copy threads
+    pub fn dlb_set_copy_threads(n: c_int) -> dlb_status;
+    pub fn dlb_copy_threads() -> c_int;
 }
 
 pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;

@@ -188,6 +188,15 @@ fn every_header_function_is_declared() {
         ("dlb_device_type_info", dlb_device_type_info as *const ()),
         ("dlb_compact_strides", dlb_compact_strides as *const ()),
         ("dlb_buffer_resolve", dlb_buffer_resolve as *const ()),
+        ("dlb_cuda_backend_create", dlb_cuda_backend_create as *const ()),
+        ("dlb_cuda_buffer_alloc", dlb_cuda_buffer_alloc as *const ()),
+        ("dlb_cuda_buffer_wrap", dlb_cuda_buffer_wrap as *const ()),
+        ("dlb_cuda_import_versioned", dlb_cuda_import_versioned as *const ()),
+        ("dlb_cuda_import_legacy", dlb_cuda_import_legacy as *const ()),
+        ("dlb_cuda_buffer_set_stream", dlb_cuda_buffer_set_stream as *const ()),
+        ("dlb_cuda_buffer_stream", dlb_cuda_buffer_stream as *const ()),
+        ("dlb_set_copy_threads", dlb_set_copy_threads as *const ()),
+        ("dlb_copy_threads", dlb_copy_threads as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let header: Vec<&str> = c::HEADER_FUNCTIONS.iter().copied().filter(|n| !n.starts_with("dlb_py_")).collect();
