@@ -66,6 +66,13 @@ def element_strides(a):
     return tuple(s // a.itemsize for s in a.strides)
 
 
+def same_layout(strides, a):
+    """Strides equal where they matter: a stride over an extent of 1 is
+    arbitrary (numpy may hand a compact array over without strides, and the
+    library then writes compact ones)."""
+    return all(x == y for x, y, n in zip(strides, element_strides(a), a.shape) if n > 1)
+
+
 def compact_strides(shape):
     """The library's compact strides (dlb_compact_strides)."""
     n = len(shape)
@@ -88,7 +95,7 @@ def test_numpy_to_dlbridge_to_numpy(made):
     assert t.dtype == str(v.dtype)
     if v.size:
         assert t.data_ptr == v.ctypes.data  # zero-copy
-        assert t.strides == element_strides(v)
+        assert same_layout(t.strides, v)
     back = np.from_dlpack(t)
     assert back.shape == v.shape and back.dtype == v.dtype
     np.testing.assert_array_equal(back, v)
@@ -135,7 +142,7 @@ def test_numpy_to_dlbridge_to_torch_and_back(made):
     np.testing.assert_array_equal(g.numpy(), v)
     if v.size:
         assert g.data_ptr() == v.ctypes.data
-        assert tuple(g.stride()) == element_strides(v)
+        assert same_layout(tuple(g.stride()), v)
     u = dlbridge.from_dlpack(g)
     assert u.shape == v.shape
     if v.size:
