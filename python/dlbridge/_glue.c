@@ -98,8 +98,7 @@ static int interpreter_alive(void) {
 
 dlb_buffer* dlbpy_tensor_buffer(PyObject* obj) {
   if (g_base_type == NULL || !PyObject_TypeCheck(obj, g_base_type)) {
-    PyErr_Format(PyExc_TypeError, "expected a dlbridge.Tensor, not %.100s",
-                 Py_TYPE(obj) == NULL ? "?" : "another object");
+    PyErr_Format(PyExc_TypeError, "expected a dlbridge.Tensor, not %R", (PyObject*)Py_TYPE(obj));
     return NULL;
   }
   return ((dlbpy_tensor*)obj)->buffer;
