@@ -116,6 +116,9 @@ inline void exercise(Reader& r, dlb_buffer* buf, const View& v, const int* owner
         if (e.numel > 0) {
           if (out_addr == in_addr) {
             FUZZ_CHECK(!copied_expected, "DLB_COPY_ALWAYS export shares the data");
+            // Shared memory is never the consumer's alone.
+            if (as_versioned)
+              FUZZ_CHECK(!(out_flags & DLPACK_FLAG_BITMASK_IS_COPIED), "zero-copy export flagged IS_COPIED");
             h.shares = true;
           } else {
             // A copy: only possible from readable memory, compact, on the host.

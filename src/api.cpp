@@ -58,10 +58,11 @@ dlb_status wrap_impl(const DLTensor* view, uint64_t flags, dlb_release_fn releas
                      flags & ~DLB_BUFFER_READ_ONLY);
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(view, dlb::Origin::argument, true, &info));
-  dlb_buffer* b = dlb::buffer_create(*view, info, dlb::BufferKind::wrapped, flags);
+  dlb::StorageState state{};
+  state.wrap.release = release;
+  state.wrap.ctx = ctx;
+  dlb_buffer* b = dlb::buffer_create(*view, info, dlb::kWrappedStorage, flags, state);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
-  b->owner.wrap.release = release;
-  b->owner.wrap.ctx = ctx;
   *out = b;
   return DLB_OK;
 }
@@ -82,7 +83,8 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
                      "with dlb_buffer_wrap or a backend)",
                      dlb::device_type_name(dlb::device_type_of(device)),
                      static_cast<int>(device.device_id));
-  dlb_buffer* b = dlb::buffer_create(view, info, dlb::BufferKind::owned, 0);
+  const dlb::StorageState none{};
+  dlb_buffer* b = dlb::buffer_create(view, info, dlb::kOwnedStorage, 0, none);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   *out = b;
   return DLB_OK;
@@ -152,24 +154,7 @@ dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size) {
   return dlb::copy_view_to_contiguous(*src, info, dst);
 }
 
-}  // namespace
-
-extern "C" {
-
-DLB_API const char* dlb_version_string(void) {
-  return DLB_STR(DLB_VERSION_MAJOR) "." DLB_STR(DLB_VERSION_MINOR) "." DLB_STR(DLB_VERSION_PATCH);
-}
-
-DLB_API uint32_t dlb_version_number(void) { return DLB_VERSION_NUMBER; }
-
-DLB_API DLPackVersion dlb_dlpack_version(void) {
-  DLPackVersion v;
-  v.major = DLB_DLPACK_MAJOR;
-  v.minor = DLB_DLPACK_MINOR;
-  return v;
-}
-
-DLB_API const char* dlb_status_name(dlb_status code) {
+const char* status_name(dlb_status code) noexcept {
   switch (code) {
     case DLB_OK: return "DLB_OK";
     case DLB_ERR_INVALID_ARGUMENT: return "DLB_ERR_INVALID_ARGUMENT";
@@ -190,9 +175,44 @@ DLB_API const char* dlb_status_name(dlb_status code) {
   }
 }
 
-DLB_API const char* dlb_last_error_message(void) { return dlb::last_error_message(); }
-DLB_API dlb_status dlb_last_error_code(void) { return dlb::last_error_code(); }
-DLB_API void dlb_clear_last_error(void) { dlb::clear_error(); }
+}  // namespace
+
+extern "C" {
+
+// Constant answers: nothing in them can throw, but they sit behind the
+// firewall like every other entry point.
+DLB_API const char* dlb_version_string(void) {
+  return dlb::firewall_value(__func__, "", [] {
+    return DLB_STR(DLB_VERSION_MAJOR) "." DLB_STR(DLB_VERSION_MINOR) "." DLB_STR(DLB_VERSION_PATCH);
+  });
+}
+
+DLB_API uint32_t dlb_version_number(void) {
+  return dlb::firewall_value(__func__, uint32_t{0}, [] { return uint32_t{DLB_VERSION_NUMBER}; });
+}
+
+DLB_API DLPackVersion dlb_dlpack_version(void) {
+  return dlb::firewall_value(__func__, DLPackVersion{DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR}, [] {
+    DLPackVersion v;
+    v.major = DLB_DLPACK_MAJOR;
+    v.minor = DLB_DLPACK_MINOR;
+    return v;
+  });
+}
+
+DLB_API const char* dlb_status_name(dlb_status code) {
+  return dlb::firewall_value(__func__, "DLB_UNKNOWN_STATUS", [&] { return status_name(code); });
+}
+
+DLB_API const char* dlb_last_error_message(void) {
+  return dlb::firewall_value(__func__, "", [] { return dlb::last_error_message(); });
+}
+DLB_API dlb_status dlb_last_error_code(void) {
+  return dlb::firewall_value(__func__, DLB_ERR_INTERNAL, [] { return dlb::last_error_code(); });
+}
+DLB_API void dlb_clear_last_error(void) {
+  dlb::firewall_void(__func__, [] { dlb::clear_error(); });
+}
 
 DLB_API dlb_status dlb_dtype_check(DLDataType dtype) {
   return firewall(__func__, [&] { return dlb::check_dtype(dtype); });
@@ -217,40 +237,54 @@ DLB_API dlb_status dlb_buffer_wrap(const DLTensor* view, uint64_t flags, dlb_rel
 }
 
 DLB_API dlb_buffer* dlb_buffer_retain(dlb_buffer* buffer) {
-  if (buffer != nullptr) dlb::buffer_retain(buffer);
-  return buffer;
+  return dlb::firewall_value(__func__, buffer, [&] {
+    if (buffer != nullptr) dlb::buffer_retain(buffer);
+    return buffer;
+  });
 }
 
 DLB_API void dlb_buffer_release(dlb_buffer* buffer) {
-  if (buffer != nullptr) dlb::buffer_release(buffer);
+  dlb::firewall_void(__func__, [&] {
+    if (buffer != nullptr) dlb::buffer_release(buffer);
+  });
 }
 
 DLB_API dlb_status dlb_buffer_delete(dlb_buffer* buffer) {
-  if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
-  buffer->deleted.store(true, std::memory_order_release);
-  return DLB_OK;
+  return firewall(__func__, [&] {
+    if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+    buffer->deleted.store(true, std::memory_order_release);
+    return DLB_OK;
+  });
 }
 
 DLB_API dlb_status dlb_buffer_dltensor(const dlb_buffer* buffer, DLTensor* out) {
-  if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
-  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (buffer->deleted.load(std::memory_order_acquire))
-    return set_error(DLB_ERR_DELETED, "buffer was deleted (donated); its view is gone");
-  *out = buffer->tensor;
-  return DLB_OK;
+  return firewall(__func__, [&] {
+    if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+    if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+    if (buffer->deleted.load(std::memory_order_acquire))
+      return set_error(DLB_ERR_DELETED, "buffer was deleted (donated); its view is gone");
+    *out = buffer->tensor;
+    return DLB_OK;
+  });
 }
 
 DLB_API uint64_t dlb_buffer_flags(const dlb_buffer* buffer) {
-  if (buffer == nullptr) return 0;
-  uint64_t flags = buffer->flags;
-  if (buffer->deleted.load(std::memory_order_acquire)) flags |= DLB_BUFFER_DELETED;
-  return flags;
+  return dlb::firewall_value(__func__, uint64_t{0}, [&] {
+    if (buffer == nullptr) return uint64_t{0};
+    uint64_t flags = buffer->flags;
+    if (buffer->deleted.load(std::memory_order_acquire)) flags |= DLB_BUFFER_DELETED;
+    return flags;
+  });
 }
 
-DLB_API uint64_t dlb_buffer_nbytes(const dlb_buffer* buffer) { return buffer == nullptr ? 0 : buffer->nbytes; }
+DLB_API uint64_t dlb_buffer_nbytes(const dlb_buffer* buffer) {
+  return dlb::firewall_value(__func__, uint64_t{0}, [&] { return buffer == nullptr ? uint64_t{0} : buffer->nbytes; });
+}
 
 DLB_API int64_t dlb_buffer_refcount(const dlb_buffer* buffer) {
-  return buffer == nullptr ? 0 : buffer->refs.load(std::memory_order_relaxed);
+  return dlb::firewall_value(__func__, int64_t{0}, [&] {
+    return buffer == nullptr ? int64_t{0} : buffer->refs.load(std::memory_order_relaxed);
+  });
 }
 
 DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out) {
@@ -258,11 +292,13 @@ DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out) {
 }
 
 DLB_API void dlb_export_options_init(dlb_export_options* options) {
-  if (options == nullptr) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->copy = DLB_COPY_IF_NEEDED;
-  options->stream = DLB_STREAM_NONE;
+  dlb::firewall_void(__func__, [&] {
+    if (options == nullptr) return;
+    std::memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+    options->copy = DLB_COPY_IF_NEEDED;
+    options->stream = DLB_STREAM_NONE;
+  });
 }
 
 DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_options* options,
@@ -274,12 +310,16 @@ DLB_API dlb_status dlb_export_legacy(dlb_buffer* buffer, const dlb_export_option
   return firewall(__func__, [&] { return dlb::export_legacy(buffer, options, out); });
 }
 
-DLB_API int64_t dlb_live_exports(void) { return dlb::live_exports(); }
+DLB_API int64_t dlb_live_exports(void) {
+  return dlb::firewall_value(__func__, int64_t{-1}, [] { return dlb::live_exports(); });
+}
 
 DLB_API void dlb_import_options_init(dlb_import_options* options) {
-  if (options == nullptr) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
+  dlb::firewall_void(__func__, [&] {
+    if (options == nullptr) return;
+    std::memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+  });
 }
 
 DLB_API dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
@@ -292,11 +332,15 @@ DLB_API dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_o
 }
 
 DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor) {
-  if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+  dlb::firewall_void(__func__, [&] {
+    if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+  });
 }
 
 DLB_API void dlb_managed_free_legacy(DLManagedTensor* tensor) {
-  if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+  dlb::firewall_void(__func__, [&] {
+    if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+  });
 }
 
 DLB_API dlb_status dlb_validate(const DLTensor* t, uint32_t flags) {
@@ -312,13 +356,17 @@ DLB_API dlb_status dlb_backend_create(const dlb_backend_vtable* vtable, void* ct
 }
 
 DLB_API dlb_backend* dlb_backend_retain(dlb_backend* backend) {
-  if (backend != nullptr)
-    reinterpret_cast<dlb::Backend*>(backend)->refs.fetch_add(1, std::memory_order_relaxed);
-  return backend;
+  return dlb::firewall_value(__func__, backend, [&] {
+    if (backend != nullptr)
+      reinterpret_cast<dlb::Backend*>(backend)->refs.fetch_add(1, std::memory_order_relaxed);
+    return backend;
+  });
 }
 
 DLB_API void dlb_backend_release(dlb_backend* backend) {
-  if (backend != nullptr) dlb::backend_release(reinterpret_cast<dlb::Backend*>(backend));
+  dlb::firewall_void(__func__, [&] {
+    if (backend != nullptr) dlb::backend_release(reinterpret_cast<dlb::Backend*>(backend));
+  });
 }
 
 DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage, const DLTensor* layout,
@@ -326,7 +374,9 @@ DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage, 
   return firewall(__func__, [&] { return dlb::buffer_from_backend(backend, storage, layout, flags, out); });
 }
 
-DLB_API void dlb_backend_set_error(const char* message) { dlb::set_backend_text(message); }
+DLB_API void dlb_backend_set_error(const char* message) {
+  dlb::firewall_void(__func__, [&] { dlb::set_backend_text(message); });
+}
 
 DLB_API dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out) {
   return firewall(__func__, [&] { return device_info_impl(device_type, out); });

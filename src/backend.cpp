@@ -13,6 +13,120 @@
 #include "layout.hpp"
 
 namespace dlb {
+namespace {
+
+const Backend& backend_of(const dlb_buffer* b) noexcept { return *b->owner.store.backend; }
+
+const char* layout_kind_name(std::int32_t kind) noexcept {
+  switch (kind) {
+    case DLB_LAYOUT_STRIDED: return "strided";
+    case DLB_LAYOUT_TILED: return "tiled";
+    case DLB_LAYOUT_MULTI_PART: return "multi-part (a tuple of buffers)";
+    case DLB_LAYOUT_DYNAMIC: return "of extents not yet known (dynamic shape)";
+    default: return "of an unknown layout kind";
+  }
+}
+
+std::int32_t layout_kind(const dlb_buffer* b) noexcept {
+  const Backend& be = backend_of(b);
+  if (be.vt.query_layout == nullptr) return DLB_LAYOUT_STRIDED;
+  return be.vt.query_layout(be.ctx, b->owner.store.storage);
+}
+
+dlb_status failure(const dlb_buffer* b, const char* callback, std::int32_t rc) noexcept {
+  const char* text = take_backend_text();
+  return set_error(DLB_ERR_BACKEND, "backend '%s': %s failed (returned %d)%s%s", backend_of(b).name, callback,
+                   static_cast<int>(rc), text[0] != '\0' ? ": " : "", text);
+}
+
+// The storage interface over a user's backend: each operation is the
+// matching callback of its vtable.
+dlb_status backend_shareable(const dlb_buffer* b, char* why, std::size_t why_size, bool* stable) noexcept {
+  const Backend& be = backend_of(b);
+  *stable = be.vt.query_layout == nullptr;
+  if (be.vt.acquire_access == nullptr) {
+    if (why != nullptr) std::snprintf(why, why_size, "backend '%s' has no zero-copy access", be.name);
+    return DLB_ERR_NOT_ZERO_COPY;
+  }
+  const std::int32_t kind = layout_kind(b);
+  if (kind != DLB_LAYOUT_STRIDED) {
+    if (why != nullptr)
+      std::snprintf(why, why_size, "backend '%s' keeps this storage %s, which DLPack strides cannot express",
+                    be.name, layout_kind_name(kind));
+    return DLB_ERR_UNSUPPORTED_LAYOUT;
+  }
+  return DLB_OK;
+}
+
+dlb_status backend_wait(dlb_buffer* b, std::int64_t stream) noexcept {
+  const Backend& be = backend_of(b);
+  if (be.vt.wait_ready == nullptr) return DLB_OK;
+  const bool cacheable = (b->flags & DLB_BUFFER_IMMUTABLE) != 0;
+  if (cacheable && b->ready.load(std::memory_order_acquire)) return DLB_OK;
+  const std::int32_t rc = be.vt.wait_ready(be.ctx, b->owner.store.storage, stream);
+  if (rc != 0) return failure(b, "wait_ready", rc);
+  if (cacheable) b->ready.store(true, std::memory_order_release);
+  return DLB_OK;
+}
+
+dlb_status backend_acquire(dlb_buffer* b, void** data, void** ref) noexcept {
+  const Backend& be = backend_of(b);
+  const std::int32_t rc = be.vt.acquire_access(be.ctx, b->owner.store.storage, data, ref);
+  if (rc != 0) return failure(b, "acquire_access", rc);
+  return DLB_OK;
+}
+
+void backend_release_access(dlb_buffer* b, void* ref) noexcept {
+  const Backend& be = backend_of(b);
+  be.vt.release_access(be.ctx, b->owner.store.storage, ref);
+}
+
+dlb_status backend_copy_to_host(dlb_buffer* b, void* dst, std::int64_t stream) noexcept {
+  const Backend& be = backend_of(b);
+  void* storage = b->owner.store.storage;
+  DLB_TRY(backend_wait(b, stream));
+  if (be.vt.copy_to_host != nullptr) {
+    const std::int32_t rc = be.vt.copy_to_host(be.ctx, storage, dst, b->nbytes);
+    if (rc != 0) return failure(b, "copy_to_host", rc);
+    return DLB_OK;
+  }
+  if (b->nbytes == 0) return DLB_OK;
+  if (be.vt.acquire_access != nullptr && device_is_host_readable(device_type_of(b->tensor.device)) &&
+      layout_kind(b) == DLB_LAYOUT_STRIDED) {
+    void* data = nullptr;
+    void* ref = nullptr;
+    DLB_TRY(backend_acquire(b, &data, &ref));
+    const dlb_status s = copy_host_view(b->tensor, b->contiguous, b->nbytes,
+                                        static_cast<unsigned char*>(data) + b->tensor.byte_offset, dst);
+    be.vt.release_access(be.ctx, storage, ref);
+    return s;
+  }
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                   "backend '%s' has no copy_to_host callback and no host-readable zero-copy access, so its "
+                   "storage cannot be copied to host memory",
+                   be.name);
+}
+
+void backend_finalize(dlb_buffer* b) noexcept {
+  Backend* be = b->owner.store.backend;
+  if (be->vt.free_storage != nullptr) be->vt.free_storage(be->ctx, b->owner.store.storage);
+  backend_release(be);
+}
+
+}  // namespace
+
+const StorageOps kBackendStorage = {"backend",       false,
+                                    backend_shareable, backend_wait,
+                                    backend_acquire,   backend_release_access,
+                                    backend_copy_to_host, backend_finalize};
+
+void backend_release(Backend* be) noexcept {
+  if (be->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (be->vt.destroy != nullptr) be->vt.destroy(be->ctx);
+    be->~Backend();
+    mem_free(be);
+  }
+}
 
 dlb_status backend_create(const dlb_backend_vtable* vtable, void* ctx, dlb_backend** out) noexcept {
   if (vtable == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "vtable is NULL");
@@ -51,11 +165,17 @@ dlb_status buffer_from_backend(dlb_backend* backend, void* storage, const DLTens
   LayoutInfo info;
   DLB_TRY(check_layout(layout, Origin::argument, false, &info));
   Backend* be = reinterpret_cast<Backend*>(backend);
-  dlb_buffer* b = buffer_create(*layout, info, BufferKind::backend, flags | DLB_BUFFER_BACKEND);
-  if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  DLTensor view = *layout;
+  view.data = nullptr;  // the storage is reached through the backend only
+  StorageState state{};
+  state.store.backend = be;
+  state.store.storage = storage;
   be->refs.fetch_add(1, std::memory_order_relaxed);
-  b->owner.store.backend = be;
-  b->owner.store.storage = storage;
+  dlb_buffer* b = buffer_create(view, info, kBackendStorage, flags | DLB_BUFFER_BACKEND, state);
+  if (b == nullptr) {
+    backend_release(be);
+    return DLB_ERR_OUT_OF_MEMORY;
+  }
   *out = b;
   return DLB_OK;
 }

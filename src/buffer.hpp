@@ -1,13 +1,15 @@
-// The buffer object behind dlb_buffer, and the backend behind dlb_backend.
+// The buffer object behind dlb_buffer, the storage interface every buffer
+// reaches its memory through, and the backend behind dlb_backend.
 #ifndef DLBRIDGE_SRC_BUFFER_HPP_
 #define DLBRIDGE_SRC_BUFFER_HPP_
 
 #include <dlbridge/dlbridge.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 
 #include "dtype.hpp"
-#include <cstdint>
 
 namespace dlb {
 
@@ -20,12 +22,66 @@ struct Backend {
 
 void backend_release(Backend* backend) noexcept;
 
-enum class BufferKind : std::uint8_t {
-  owned,             // dlb_buffer_alloc / to_host: data follows the struct
-  wrapped,           // dlb_buffer_wrap: release(ctx) at the end
-  imported_versioned,
-  imported_legacy,
-  backend,           // a storage on a backend
+// What one kind of storage keeps about its memory. Only that kind's
+// StorageOps read it.
+union StorageState {
+  struct {
+    dlb_release_fn release;
+    void* ctx;
+  } wrap;                                // dlb_buffer_wrap
+  DLManagedTensorVersioned* versioned;   // dlb_import_versioned
+  DLManagedTensor* legacy;               // dlb_import_legacy
+  struct {
+    Backend* backend;
+    void* storage;
+  } store;                               // dlb_buffer_from_backend
+};
+
+// The storage interface. Every buffer reaches its memory through one of
+// these tables; the exporter and the copy functions call the operations and
+// never ask which kind of storage they hold. The built-in kinds (owned host
+// memory, wrapped memory, imported tensors) and user backends are its
+// implementations. A NULL operation means "nothing to do" as said below.
+struct StorageOps {
+  const char* kind;   // for messages ("owned", "wrapped", "backend", ...)
+  bool inline_data;   // buffer_create allocates the data after the header
+  // Can the elements be handed to a consumer as they are? DLB_OK, or the
+  // status an export that may not copy refuses with (DLB_ERR_NOT_ZERO_COPY,
+  // DLB_ERR_UNSUPPORTED_LAYOUT) and `why` filled unless it is NULL (the
+  // planner asks without words first). *stable says the answer
+  // never changes for this buffer, so the planner may cache its decision.
+  // NULL: always, and stable.
+  dlb_status (*shareable)(const dlb_buffer* b, char* why, std::size_t why_size, bool* stable) noexcept;
+  // Waits until the data may be used on the consumer's stream. NULL: the
+  // data is always ready.
+  dlb_status (*wait_ready)(dlb_buffer* b, std::int64_t stream) noexcept;
+  // Zero-copy access: *data receives the address (or handle) to hand out
+  // and *ref what release() needs. NULL: the view's own data is valid for
+  // the buffer's whole life, nothing to take or give back.
+  dlb_status (*acquire)(dlb_buffer* b, void** data, void** ref) noexcept;
+  void (*release)(dlb_buffer* b, void* ref) noexcept;
+  // Copies the elements, compact row-major, into host memory `dst` of at
+  // least nbytes bytes, waiting for the storage first.
+  dlb_status (*copy_to_host)(dlb_buffer* b, void* dst, std::int64_t stream) noexcept;
+  // The last reference went: gives the memory back to its owner.
+  void (*finalize)(dlb_buffer* b) noexcept;
+};
+
+extern const StorageOps kOwnedStorage;              // dlb_buffer_alloc, copies: data follows the header
+extern const StorageOps kWrappedStorage;            // dlb_buffer_wrap: release(ctx) at the end
+extern const StorageOps kImportedVersionedStorage;  // the producer's deleter at the end
+extern const StorageOps kImportedLegacyStorage;
+extern const StorageOps kBackendStorage;            // a storage on a dlb_backend
+
+// What an export with given options does, decided before anything is
+// allocated (the export planner's result; see export.cpp).
+struct Plan {
+  bool copy = false;         // hand out a fresh host copy
+  bool wait = false;         // call the storage's wait_ready first
+  bool access = false;       // take zero-copy access through acquire/release
+  bool fold_offset = false;  // byte_offset goes into data (data is an address)
+  DLDevice device{};         // device written into the export
+  std::uint64_t flags = 0;   // DLPACK_FLAG_BITMASK_* bits
 };
 
 }  // namespace dlb
@@ -36,24 +92,19 @@ struct dlb_buffer {
   std::atomic<std::int64_t> refs;
   std::atomic<bool> deleted;
   std::atomic<bool> ready;  // backend readiness already awaited (immutable storages)
-  dlb::BufferKind kind;
+  bool contiguous;          // compact row-major
+  bool pooled;              // a fixed-size header block from the thread cache
+  // Bit 0: default_plan holds the planner's decision for a versioned export
+  // with default options; bit 1: for a legacy one too (the two differ only
+  // in whether the planner refuses). Written once when the buffer is made,
+  // read-only afterwards.
+  std::uint8_t plan_cached;
+  const dlb::StorageOps* ops;
   std::uint64_t flags;      // DLB_BUFFER_* bits except DELETED, which is `deleted`
   DLTensor tensor;          // shape/strides point at dims; strides never NULL if ndim > 0
   std::uint64_t nbytes;     // compact size
-  bool contiguous;          // compact row-major
-  bool pooled;              // a fixed-size header block from the thread cache
-  union Owner {
-    struct {
-      dlb_release_fn release;
-      void* ctx;
-    } wrap;
-    DLManagedTensorVersioned* versioned;
-    DLManagedTensor* legacy;
-    struct {
-      dlb::Backend* backend;
-      void* storage;
-    } store;
-  } owner;
+  dlb::StorageState owner;
+  dlb::Plan default_plan;
   std::int64_t dims[1];     // 2 * ndim entries (at least one slot)
 };
 
@@ -61,11 +112,13 @@ namespace dlb {
 
 struct LayoutInfo;
 
-// Creates a buffer with room for the metadata of `view` (shape/strides
-// copied; NULL strides made compact) and, if data_bytes > 0 or kind is
-// owned, 64-byte aligned storage for the data. Returns nullptr on OOM with
-// the error set. The caller fills `owner` and refs = 1.
-dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, BufferKind kind, std::uint64_t flags) noexcept;
+// Creates a buffer over `ops` with room for the metadata of `view` (shape/
+// strides copied; NULL strides made compact) and, for inline-data storage,
+// 64-byte aligned zeroed memory for the data; the storage state is
+// `state`. Caches the planner's default decisions. Returns nullptr on OOM
+// with the error set; on success refs = 1.
+dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const StorageOps& ops, std::uint64_t flags,
+                          const StorageState& state) noexcept;
 
 // Drops one reference; the last one finalises the buffer.
 void buffer_release(dlb_buffer* b) noexcept;
@@ -80,23 +133,22 @@ inline unsigned char* buffer_origin(const dlb_buffer* b) noexcept {
 }
 
 // Copies the buffer's elements into `dst` (compact row-major, dst_size >=
-// nbytes), through the backend for backend buffers. `stream` goes to the
-// backend's wait callback.
+// nbytes) through its storage's copy_to_host. `stream` goes to the
+// storage's wait.
 dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std::int64_t stream) noexcept;
 
 // A fresh owned host buffer (compact, row-major) holding a copy of `src`'s
-// elements, with `flags` (DLB_BUFFER_* bits); `stream` goes to a backend's
-// wait callback. On failure nothing is left allocated.
+// elements, with `flags` (DLB_BUFFER_* bits); `stream` goes to the
+// storage's wait. On failure nothing is left allocated.
 dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept;
 
 // Copies a validated host view (any strides, NULL = compact) into dst.
 dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept;
 
-// Backend helpers used by export.
-dlb_status backend_wait(dlb_buffer* b, std::int64_t stream) noexcept;
-dlb_status backend_failure(const dlb_buffer* b, const char* callback, std::int32_t rc) noexcept;
-std::int32_t backend_layout_kind(const dlb_buffer* b) noexcept;
-const char* layout_kind_name(std::int32_t kind) noexcept;
+// Copies host-readable elements at `origin`, laid out as `t` says, into dst
+// (compact). Shared by the storages whose memory the host can read.
+dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbytes, const unsigned char* origin,
+                          void* dst) noexcept;
 
 }  // namespace dlb
 

@@ -44,7 +44,46 @@ struct DeviceTypeInfo {
   const char* name;     // short lowercase name ("cpu", "cuda", ...)
   std::uint32_t flags;  // DLB_DEVICE_* bits, DLB_DEVICE_KNOWN always set
 };
-const DeviceTypeInfo* device_type_info(std::int32_t device_type) noexcept;
+
+namespace device_bits {
+constexpr std::uint32_t K = DLB_DEVICE_KNOWN;
+constexpr std::uint32_t H = DLB_DEVICE_HOST_READABLE;
+constexpr std::uint32_t A = DLB_DEVICE_ADDRESS;
+constexpr std::uint32_t S = DLB_DEVICE_HAS_STREAMS;
+}  // namespace device_bits
+
+// The table itself, indexed by device type; a null name marks a code
+// DLPack leaves unused. Defined here so that the hot paths inline their
+// lookups; nothing outside this header spells a device property.
+inline constexpr DeviceTypeInfo kDeviceTable[] = {
+    {nullptr, 0},                                                                 // 0
+    {"cpu", device_bits::K | device_bits::H | device_bits::A},                    // kDLCPU
+    {"cuda", device_bits::K | device_bits::A | device_bits::S},                   // kDLCUDA
+    {"cuda_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S},     // kDLCUDAHost (pinned)
+    {"opencl", device_bits::K},                                                   // kDLOpenCL: cl_mem handle
+    {nullptr, 0},                                                                 // 5: unused
+    {nullptr, 0},                                                                 // 6: unused
+    {"vulkan", device_bits::K},                                                   // kDLVulkan: VkBuffer handle
+    {"metal", device_bits::K},                                                    // kDLMetal: MTLBuffer handle
+    {"vpi", device_bits::K | device_bits::A},                                     // kDLVPI
+    {"rocm", device_bits::K | device_bits::A | device_bits::S},                   // kDLROCM
+    {"rocm_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S},     // kDLROCMHost (pinned)
+    {"ext_dev", device_bits::K | device_bits::A},                                 // kDLExtDev
+    {"cuda_managed", device_bits::K | device_bits::H | device_bits::A | device_bits::S},  // kDLCUDAManaged
+    {"oneapi", device_bits::K | device_bits::A},                                  // kDLOneAPI (USM pointer)
+    {"webgpu", device_bits::K},                                                   // kDLWebGPU: GPUBuffer handle
+    {"hexagon", device_bits::K | device_bits::A},                                 // kDLHexagon
+    {"maia", device_bits::K | device_bits::A},                                    // kDLMAIA
+    {"trn", device_bits::K | device_bits::A},                                     // kDLTrn
+    {"tpu", device_bits::K | device_bits::A},                                     // kDLTPU (DLPack main)
+    {"tpu_host", device_bits::K | device_bits::A},                                // kDLTPUHost (DLPack main)
+};
+
+inline const DeviceTypeInfo* device_type_info(std::int32_t t) noexcept {
+  constexpr std::int32_t n = static_cast<std::int32_t>(sizeof kDeviceTable / sizeof kDeviceTable[0]);
+  if (t < 0 || t >= n || kDeviceTable[t].name == nullptr) return nullptr;
+  return &kDeviceTable[t];
+}
 
 // Thin readers of that table.
 inline std::uint32_t device_flags(std::int32_t device_type) noexcept {

@@ -57,6 +57,18 @@ void firewall_void(const char* function, Body&& body) noexcept {
   });
 }
 
+// For entry points that return a value other than a status (getters,
+// retain): `fallback` when an exception was caught and recorded.
+template <class T, class Body>
+T firewall_value(const char* function, T fallback, Body&& body) noexcept {
+  T result = fallback;
+  (void)firewall(function, [&]() -> dlb_status {
+    result = body();
+    return DLB_OK;
+  });
+  return result;
+}
+
 }  // namespace dlb
 
 #define DLB_TRY(expr)                       \

@@ -49,7 +49,7 @@ std::size_t block_size(std::int32_t capacity) noexcept {
 ExportBlock* take_block(std::int32_t ndim) noexcept {
   const std::int32_t capacity = ndim <= kCachedNdim ? kCachedNdim : ndim;
   if (capacity == kCachedNdim) {
-    if (void* cached = cache_take(BlockClass::export_block)) {
+    if (void* cached = cache_take(BlockClass::export_block, block_size(kCachedNdim))) {
       ExportBlock* b = static_cast<ExportBlock*>(cached);
       b->capacity = capacity;
       return b;
@@ -66,41 +66,42 @@ ExportBlock* take_block(std::int32_t ndim) noexcept {
 }
 
 void give_back_block(ExportBlock* b) noexcept {
-  if (b->capacity == kCachedNdim && cache_give(BlockClass::export_block, b)) return;
+  if (b->capacity == kCachedNdim && cache_give(BlockClass::export_block, b, block_size(kCachedNdim))) return;
   mem_free(b);
 }
 
 // Undoes everything an export holds. Runs exactly once per export, from
 // its deleter (or from a failed export before it was handed out).
 void finish(ExportBlock* b) noexcept {
-  if (b->has_access) {
-    const Backend* be = b->buffer->owner.store.backend;
-    be->vt.release_access(be->ctx, b->buffer->owner.store.storage, b->access_ref);
-  }
+  if (b->has_access) b->buffer->ops->release(b->buffer, b->access_ref);
   if (b->buffer != nullptr) buffer_release(b->buffer);
   if (b->copy != nullptr) mem_free(b->copy);
   give_back_block(b);
 }
 
+// The deleters are entry points too (consumers call them through the
+// managed struct), so they run behind the firewall.
 void deleter_versioned(DLManagedTensorVersioned* m) noexcept {
-  if (m == nullptr) return;
-  finish(static_cast<ExportBlock*>(m->manager_ctx));
-  live_add(-1);
+  firewall_void("deleter of an exported DLManagedTensorVersioned", [&] {
+    if (m == nullptr) return;
+    finish(static_cast<ExportBlock*>(m->manager_ctx));
+    live_add(-1);
+  });
 }
 
 void deleter_legacy(DLManagedTensor* m) noexcept {
-  if (m == nullptr) return;
-  finish(static_cast<ExportBlock*>(m->manager_ctx));
-  live_add(-1);
+  firewall_void("deleter of an exported DLManagedTensor", [&] {
+    if (m == nullptr) return;
+    finish(static_cast<ExportBlock*>(m->manager_ctx));
+    live_add(-1);
+  });
 }
 
 constexpr std::uint64_t kKnownExportFlags =
     DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY | DLB_EXPORT_STREAM_GIVEN;
 
 dlb_status read_options(const dlb_export_options* options, dlb_export_options* opt) noexcept {
-  static const dlb_export_options defaults = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
-                                              DLB_STREAM_NONE, 0};
-  *opt = defaults;
+  *opt = dlb_export_options{sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0}, DLB_STREAM_NONE, 0};
   if (options == nullptr) return DLB_OK;
   if (options->struct_size < offsetof(dlb_export_options, copy) + sizeof(options->copy))
     return set_error(DLB_ERR_INVALID_ARGUMENT,
@@ -120,130 +121,164 @@ bool same_device(DLDevice a, DLDevice b) noexcept {
   return device_type_of(a) == device_type_of(b) && a.device_id == b.device_id;
 }
 
-// What an export will do, decided before anything is allocated.
-struct Plan {
-  bool copy = false;     // hand out a fresh host copy
-  DLDevice device{};     // device written into the export
-  std::uint64_t flags = 0;  // DLPACK_FLAG_BITMASK_* bits
-};
-
 const char* copy_remedy() noexcept {
   return "allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python) or ask for the CPU device (target_device "
          "{kDLCPU, 0}; dl_device=(1, 0) in Python)";
 }
 
-dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versioned, Plan* plan) noexcept {
+// A refusal of the planner: with `report` the thread's error is set, else
+// (deciding the cached default plans at buffer creation) only the status
+// is returned.
+#define DLB_REFUSE(report, code, ...) return (report) ? set_error((code), __VA_ARGS__) : (code)
+
+// Says why an export needs a copy it may not make: copy forbidden, or a
+// target device other than the CPU. Out of the planner's way (it runs only
+// for a refusal); returns the status the planner refuses with.
+__attribute__((noinline, cold)) dlb_status refuse_copy(const dlb_buffer* b, const dlb_export_options& opt,
+                                                       dlb_status share) noexcept {
   const DLDevice dev = b->tensor.device;
-  const bool is_backend = b->kind == BufferKind::backend;
+  const std::int32_t dev_type = device_type_of(dev);
+  char why[200];
+  why[0] = '\0';
+  if (share != DLB_OK) {
+    bool stable = true;
+    b->ops->shareable(b, why, sizeof why, &stable);
+  } else if (opt.copy != DLB_COPY_ALWAYS) {
+    std::snprintf(why, sizeof why, "the buffer is on %s:%d and the CPU device was asked for",
+                  device_type_name(dev_type), static_cast<int>(dev.device_id));
+  }
+  if (why[0] != '\0' && opt.copy == DLB_COPY_NEVER)
+    return set_error(share != DLB_OK ? share : DLB_ERR_NOT_ZERO_COPY,
+                     "%s, and copy was forbidden (DLB_COPY_NEVER); %s", why, copy_remedy());
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s%sa copy can only be made to host memory, but %s:%d was asked for",
+                   why, why[0] != '\0' ? "; " : "", device_type_name(device_type_of(opt.target_device)),
+                   static_cast<int>(opt.target_device.device_id));
+}
+
+// The export planner: the one place that decides what an export with given
+// options does. Everything it reads of the buffer is fixed when the buffer
+// is made, except what the storage's shareable() reports as unstable, so
+// its answer for the default options is computed once (cache_default_plans)
+// and reused by every default export. Inlined, so that for the default
+// options (a constant) the compiler folds away what they leave undecided.
+__attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, const dlb_export_options& opt, bool report, Plan* plan,
+                     bool* stable) noexcept {
+  const StorageOps& ops = *b->ops;
+  const DLDevice dev = b->tensor.device;
   const std::int32_t dev_type = device_type_of(dev);
   const bool want_cpu = opt.has_target_device != 0 && device_type_of(opt.target_device) == kDLCPU;
+  *stable = true;
 
   if (opt.has_target_device != 0) {
     const DLDevice t = opt.target_device;
     if (!device_type_known(device_type_of(t)) || t.device_id < 0)
-      return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "target device %d:%d is not a DLPack device",
-                       static_cast<int>(device_type_of(t)), static_cast<int>(t.device_id));
+      DLB_REFUSE(report, DLB_ERR_UNSUPPORTED_DEVICE, "target device %d:%d is not a DLPack device",
+                 static_cast<int>(device_type_of(t)), static_cast<int>(t.device_id));
     if (!same_device(t, dev) && !(want_cpu && t.device_id == 0))
-      return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
-                       "the buffer is on %s:%d and cannot be exported to %s:%d; dlbridge moves data only to the CPU "
-                       "device {kDLCPU, 0}",
-                       device_type_name(dev_type), static_cast<int>(dev.device_id),
-                       device_type_name(device_type_of(t)), static_cast<int>(t.device_id));
+      DLB_REFUSE(report, DLB_ERR_UNSUPPORTED_DEVICE,
+                 "the buffer is on %s:%d and cannot be exported to %s:%d; dlbridge moves data only to the CPU "
+                 "device {kDLCPU, 0}",
+                 device_type_name(dev_type), static_cast<int>(dev.device_id), device_type_name(device_type_of(t)),
+                 static_cast<int>(t.device_id));
   }
-  // A move is needed when the consumer asked for the CPU and the memory is
-  // not host memory (pinned host memory is handed over as CPU memory).
-  const bool move_to_cpu = want_cpu && dev_type != kDLCPU &&
-                           (is_backend || !device_is_host_readable(dev_type));
+  // A move is needed when the consumer asked for the CPU and the host
+  // cannot read the memory (host-readable memory, pinned or managed, is
+  // handed over as CPU memory).
+  const bool move_to_cpu = want_cpu && dev_type != kDLCPU && !device_is_host_readable(dev_type);
 
-  // Can the buffer's memory be handed out as it is?
-  bool zero_copy = true;
-  dlb_status refusal = DLB_ERR_NOT_ZERO_COPY;
-  char why[200];
-  why[0] = '\0';
-  if (is_backend) {
-    const Backend* be = b->owner.store.backend;
-    const std::int32_t kind = backend_layout_kind(b);
-    if (be->vt.acquire_access == nullptr) {
-      zero_copy = false;
-      std::snprintf(why, sizeof why, "backend '%s' has no zero-copy access", be->name);
-    } else if (kind != DLB_LAYOUT_STRIDED) {
-      zero_copy = false;
-      refusal = DLB_ERR_UNSUPPORTED_LAYOUT;
-      std::snprintf(why, sizeof why, "backend '%s' keeps this storage %s, which DLPack strides cannot express",
-                    be->name, layout_kind_name(kind));
-    }
-  }
-  if (zero_copy && move_to_cpu) {
-    zero_copy = false;
-    std::snprintf(why, sizeof why, "the buffer is on %s:%d and the CPU device was asked for",
-                  device_type_name(dev_type), static_cast<int>(dev.device_id));
-  }
+  // Can the buffer's memory be handed out as it is? (The reason, when
+  // not, is only put into words if a refusal is reported.)
+  dlb_status share = DLB_OK;
+  if (ops.shareable != nullptr) share = ops.shareable(b, nullptr, 0, stable);
+  const bool zero_copy = share == DLB_OK && !move_to_cpu;
 
   plan->copy = opt.copy == DLB_COPY_ALWAYS || !zero_copy;
-  if (plan->copy && !zero_copy && opt.copy == DLB_COPY_NEVER)
-    return set_error(refusal, "%s, and copy was forbidden (DLB_COPY_NEVER); %s", why, copy_remedy());
-  if (plan->copy && opt.has_target_device != 0 && !want_cpu)
-    return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
-                     "%s%sa copy can only be made to host memory, but %s:%d was asked for", why,
-                     why[0] != '\0' ? "; " : "", device_type_name(device_type_of(opt.target_device)),
-                     static_cast<int>(opt.target_device.device_id));
+  if (plan->copy) {
+    const bool forbidden = !zero_copy && opt.copy == DLB_COPY_NEVER;
+    if (forbidden || (opt.has_target_device != 0 && !want_cpu)) {
+      if (report) return refuse_copy(b, opt, share);
+      return forbidden ? (share != DLB_OK ? share : DLB_ERR_NOT_ZERO_COPY) : DLB_ERR_UNSUPPORTED_DEVICE;
+    }
+  }
 
   plan->device = plan->copy ? DLDevice{kDLCPU, 0} : (want_cpu ? DLDevice{kDLCPU, 0} : dev);
   // The stream rules of the Python protocol. Absent (stream=None): nothing
-  // to check. Given: refused for host memory (a backend gets it in its wait
-  // callback whatever its device); on devices with streams 0 is ambiguous
-  // and refused, -1 means "do not synchronise", 1 and 2 the default
-  // streams, anything larger a stream handle.
+  // to check. Given: refused for host memory, unless the storage waits on
+  // streams itself (a backend's wait callback gets it whatever its
+  // device); on devices with streams 0 is ambiguous and refused, -1 means
+  // "do not synchronise", 1 and 2 the default streams, anything larger a
+  // stream handle.
   const bool stream_given = opt.stream != DLB_STREAM_NONE || (opt.flags & DLB_EXPORT_STREAM_GIVEN) != 0;
   if (stream_given) {
-    if (device_type_of(plan->device) == kDLCPU && !is_backend)
-      return set_error(DLB_ERR_INVALID_ARGUMENT,
-                       "stream %" PRId64 " was given for an export of host memory; streams apply to device memory "
-                       "only (pass no stream: stream=None in Python)",
-                       opt.stream);
+    if (device_type_of(plan->device) == kDLCPU && ops.wait_ready == nullptr)
+      DLB_REFUSE(report, DLB_ERR_INVALID_ARGUMENT,
+                 "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
+                 "(pass no stream: stream=None in Python)",
+                 opt.stream);
     if (device_has_streams(dev_type) && (opt.stream == 0 || opt.stream < -1))
-      return set_error(DLB_ERR_INVALID_ARGUMENT,
-                       "stream %" PRId64 " is not allowed for %s memory (use 1 for the legacy default stream, 2 "
-                       "for the per-thread default stream, -1 for no synchronisation, or a stream handle)",
-                       opt.stream, device_type_name(dev_type));
+      DLB_REFUSE(report, DLB_ERR_INVALID_ARGUMENT,
+                 "stream %" PRId64 " is not allowed for %s memory (use 1 for the legacy default stream, 2 for the "
+                 "per-thread default stream, -1 for no synchronisation, or a stream handle)",
+                 opt.stream, device_type_name(dev_type));
   }
 
+  // IS_COPIED only on an export that makes its copy itself: the consumer
+  // then solely owns the memory. A zero-copy export of memory that was a
+  // copy once (an imported IS_COPIED tensor) shares it, so it says nothing.
+  plan->flags = 0;
   if (plan->copy) {
     plan->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
     if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0) plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-  } else {
-    if ((b->flags & DLB_BUFFER_READ_ONLY) != 0 || (opt.flags & DLB_EXPORT_READ_ONLY) != 0)
-      plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    if ((b->flags & DLB_BUFFER_COPIED) != 0) plan->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  } else if ((b->flags & DLB_BUFFER_READ_ONLY) != 0 || (opt.flags & DLB_EXPORT_READ_ONLY) != 0) {
+    plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   }
-  if (!versioned && (plan->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 &&
-      (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
-    return set_error(DLB_ERR_READ_ONLY,
-                     "the buffer is read-only and a legacy DLManagedTensor has no flag to say so; export a "
-                     "DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer will not "
-                     "write");
+  plan->wait = !plan->copy && ops.wait_ready != nullptr;
+  plan->access = !plan->copy && ops.acquire != nullptr;
+  // Devices whose data is an address get byte_offset folded into data
+  // (consumers such as torch ignore byte_offset); opaque handles keep it.
+  plan->fold_offset = !plan->copy && device_data_is_address(dev_type);
   return DLB_OK;
 }
+
+// The planner's last step for a legacy export: its struct has no flag to
+// carry READ_ONLY.
+__attribute__((always_inline)) inline dlb_status check_legacy(const Plan& plan, const dlb_export_options& opt, bool report) noexcept {
+  if ((plan.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 && (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
+    DLB_REFUSE(report, DLB_ERR_READ_ONLY,
+               "the buffer is read-only and a legacy DLManagedTensor has no flag to say so; export a "
+               "DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer will not write");
+  return DLB_OK;
+}
+
+#undef DLB_REFUSE
+
+constexpr std::uint8_t kCachedVersioned = 1;
+constexpr std::uint8_t kCachedLegacy = 2;
+
+constexpr dlb_export_options kDefaultOptions = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
+                                            DLB_STREAM_NONE, 0};
 
 // Builds the export. On failure nothing is left allocated and no reference
 // is taken.
 dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versioned, ExportBlock** out) noexcept {
+  // Default options: the planner's decision cached when the buffer was
+  // made. Other options, or no cached decision: the planner itself.
+  const Plan* plan = nullptr;
+  Plan decided;
   dlb_export_options opt;
-  DLB_TRY(read_options(options, &opt));
+  if (options == nullptr && (b->plan_cached & (versioned ? kCachedVersioned : kCachedLegacy)) != 0)
+    plan = &b->default_plan;
+  if (plan == nullptr) DLB_TRY(read_options(options, &opt));
   if (b->deleted.load(std::memory_order_acquire))
     return set_error(DLB_ERR_DELETED,
                      "buffer was deleted (donated) and cannot be exported; exports made before stay valid");
-  Plan plan;
-  const bool read_only = (b->flags & DLB_BUFFER_READ_ONLY) != 0;
-  if (options == nullptr && b->kind != BufferKind::backend && (versioned || !read_only)) {
-    // The common case (default options, memory the library can hand out
-    // as it is): a zero-copy export with the buffer's own flags. Anything
-    // else, refusals included, goes through make_plan.
-    plan.device = b->tensor.device;
-    if (read_only) plan.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    if ((b->flags & DLB_BUFFER_COPIED) != 0) plan.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
-  } else {
-    DLB_TRY(make_plan(b, opt, versioned, &plan));
+  std::int64_t stream = DLB_STREAM_NONE;
+  if (plan == nullptr) {
+    bool stable = true;
+    DLB_TRY(make_plan(b, opt, true, &decided, &stable));
+    if (!versioned) DLB_TRY(check_legacy(decided, opt, true));
+    plan = &decided;
+    stream = opt.stream;
   }
 
   const std::int32_t ndim = b->tensor.ndim;
@@ -257,18 +292,18 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
   std::int64_t* strides = shape + blk->capacity;
 
   DLTensor t;
-  t.device = plan.device;
+  t.device = plan->device;
   t.ndim = ndim;
   t.dtype = b->tensor.dtype;
   t.shape = shape;
   t.strides = strides;
-  if (plan.copy) {
+  if (plan->copy) {
     void* mem = mem_alloc_aligned(64, static_cast<std::size_t>(b->nbytes));
     if (mem == nullptr) {
       give_back_block(blk);
       return set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating a copy of %" PRIu64 " bytes", b->nbytes);
     }
-    const dlb_status s = buffer_copy_out(b, mem, b->nbytes, opt.stream);
+    const dlb_status s = buffer_copy_out(b, mem, b->nbytes, stream);
     if (s != DLB_OK) {
       mem_free(mem);
       give_back_block(blk);
@@ -286,28 +321,26 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
       shape[i] = from_shape[i];
       strides[i] = from_strides[i];
     }
-    t.data = b->tensor.data;
-    t.byte_offset = b->tensor.byte_offset;
-    // DLPack lets a zero-size tensor's data be NULL, but some consumers
-    // (torch 1.13) then never call the deleter: hand them a valid address.
-    if (t.data == nullptr && b->nbytes == 0) t.data = const_cast<unsigned char*>(kEmptyData);
-    if (b->kind == BufferKind::backend) {
-      const Backend* be = b->owner.store.backend;
-      dlb_status s = backend_wait(b, opt.stream);
-      void* data = nullptr;
-      void* ref = nullptr;
-      if (s == DLB_OK) {
-        const std::int32_t rc = be->vt.acquire_access(be->ctx, b->owner.store.storage, &data, &ref);
-        if (rc != 0) s = backend_failure(b, "acquire_access", rc);
-      }
+    void* data = b->tensor.data;
+    if (plan->wait || plan->access) {
+      dlb_status s = plan->wait ? b->ops->wait_ready(b, stream) : DLB_OK;
+      if (s == DLB_OK && plan->access) s = b->ops->acquire(b, &data, &blk->access_ref);
       if (s != DLB_OK) {
         give_back_block(blk);
         return s;
       }
-      blk->has_access = true;
-      blk->access_ref = ref;
-      t.data = data;
+      blk->has_access = plan->access;
     }
+    t.data = data;
+    t.byte_offset = b->tensor.byte_offset;
+    if (plan->fold_offset) {
+      // An empty tensor's data and offset are never read: no arithmetic on them.
+      if (data != nullptr && b->nbytes != 0) t.data = static_cast<unsigned char*>(data) + t.byte_offset;
+      t.byte_offset = 0;
+    }
+    // DLPack lets a zero-size tensor's data be NULL, but some consumers
+    // (torch 1.13) then never call the deleter: hand them a valid address.
+    if (t.data == nullptr && b->nbytes == 0) t.data = const_cast<unsigned char*>(kEmptyData);
     buffer_retain(b);
     blk->buffer = b;
   }
@@ -318,7 +351,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     m.version.minor = DLB_DLPACK_MINOR;
     m.manager_ctx = blk;
     m.deleter = deleter_versioned;
-    m.flags = plan.flags;
+    m.flags = plan->flags;
     m.dl_tensor = t;
   } else {
     DLManagedTensor& m = blk->managed.legacy;
@@ -353,6 +386,14 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
 
 std::int64_t live_exports() noexcept { return live_total(); }
 
+void cache_default_plans(dlb_buffer* b) noexcept {
+  b->plan_cached = 0;
+  bool stable = true;
+  if (make_plan(b, kDefaultOptions, false, &b->default_plan, &stable) != DLB_OK || !stable) return;
+  b->plan_cached = kCachedVersioned;
+  if (check_legacy(b->default_plan, kDefaultOptions, false) == DLB_OK) b->plan_cached |= kCachedLegacy;
+}
+
 dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept {
   if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -361,7 +402,8 @@ dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_
   if (b->deleted.load(std::memory_order_acquire))
     return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be resolved");
   Plan plan;
-  DLB_TRY(make_plan(b, opt, true, &plan));
+  bool stable = true;
+  DLB_TRY(make_plan(b, opt, true, &plan, &stable));
   if (!plan.copy) {
     buffer_retain(b);
     *out = b;

@@ -33,8 +33,8 @@ dlb_status read_options(const dlb_import_options* options, dlb_import_options* o
 
 // Checks `t` and the caller's requirements, then makes the buffer. Owns
 // nothing on failure.
-dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt, BufferKind kind,
-                         dlb_buffer** out) noexcept {
+dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt,
+                         const StorageOps& ops, const StorageState& state, dlb_buffer** out) noexcept {
   LayoutInfo info;
   DLB_TRY(check_layout(&t, Origin::incoming, true, &info));
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype))
@@ -56,7 +56,7 @@ dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_im
   std::uint64_t flags = DLB_BUFFER_IMPORTED;
   if (read_only) flags |= DLB_BUFFER_READ_ONLY;
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) flags |= DLB_BUFFER_COPIED;
-  dlb_buffer* b = buffer_create(t, info, kind, flags);
+  dlb_buffer* b = buffer_create(t, info, ops, flags, state);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   *out = b;
   return DLB_OK;
@@ -75,8 +75,9 @@ dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_option
   dlb_import_options opt;
   DLB_TRY(read_options(options, &opt));
   dlb_buffer* b = nullptr;
-  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, BufferKind::imported_versioned, &b));
-  b->owner.versioned = m;
+  StorageState state{};
+  state.versioned = m;
+  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, kImportedVersionedStorage, state, &b));
   *out = b;
   return DLB_OK;
 }
@@ -88,8 +89,9 @@ dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, 
   DLB_TRY(read_options(options, &opt));
   const std::uint64_t flags = (opt.flags & DLB_IMPORT_LEGACY_READ_ONLY) != 0 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
   dlb_buffer* b = nullptr;
-  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, BufferKind::imported_legacy, &b));
-  b->owner.legacy = m;
+  StorageState state{};
+  state.legacy = m;
+  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, kImportedLegacyStorage, state, &b));
   *out = b;
   return DLB_OK;
 }

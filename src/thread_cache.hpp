@@ -14,12 +14,17 @@ enum class BlockClass : int { export_block = 0, buffer = 1 };
 constexpr int kBlockClasses = 2;
 
 // A cached block of `cls`, or nullptr when this thread has none (the caller
-// then allocates one of the class's size with mem_alloc).
-void* cache_take(BlockClass cls) noexcept;
-// Keeps a block of `cls` for reuse on this thread. Returns false when the
-// block was not kept (cache full, disabled, or the thread is exiting): the
-// caller frees it.
-bool cache_give(BlockClass cls, void* block) noexcept;
+// then allocates one of the class's size with mem_alloc). `size` is the
+// class's block size: the block's bytes are made addressable again for
+// AddressSanitizer and valgrind, which see cached blocks as freed.
+void* cache_take(BlockClass cls, std::size_t size) noexcept;
+// Keeps a block of `cls` (of `size` bytes) for reuse on this thread,
+// whichever thread took it. Returns false when the block was not kept
+// (cache full, or the thread is exiting): the caller frees it. A kept
+// block is poisoned for AddressSanitizer and marked inaccessible for
+// valgrind until it is taken again, so a use after the deleter ran is
+// reported as it would be for freed memory.
+bool cache_give(BlockClass cls, void* block, std::size_t size) noexcept;
 
 // Live exports: +1 when one is handed out, -1 when its deleter runs, on
 // whatever thread that happens. live_total() sums all threads.

@@ -561,10 +561,16 @@ DLB_API void dlb_export_options_init(dlb_export_options* options);
  *
  * The result carries version {DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR}; flags
  * READ_ONLY when the buffer is read-only or DLB_EXPORT_READ_ONLY was asked
- * for; IS_COPIED when this export made a copy (or the buffer was imported
- * with IS_COPIED). A copy is the consumer's own, compact, row-major and
- * 64-byte aligned, and it is writable (READ_ONLY unset) unless
- * DLB_EXPORT_READ_ONLY is passed, even when the buffer is read-only.
+ * for; IS_COPIED only when this export made a copy itself, since the flag
+ * tells the consumer it solely owns the memory (a zero-copy export of a
+ * buffer imported with IS_COPIED shares that memory and carries none). A
+ * copy is the consumer's own, compact, row-major and 64-byte aligned, and
+ * it is writable (READ_ONLY unset) unless DLB_EXPORT_READ_ONLY is passed,
+ * even when the buffer is read-only. A zero-copy export of a device whose
+ * `data` is an address (DLB_DEVICE_ADDRESS) has the buffer's byte_offset
+ * folded into `data` and byte_offset 0, since some consumers ignore the
+ * offset; for an opaque handle (OpenCL, Vulkan, Metal, WebGPU) both are
+ * kept as the buffer has them.
  * @param buffer the buffer to export; a zero-copy export takes a reference
  *        of its own, the caller's is unchanged.
  * @param options NULL means the defaults.

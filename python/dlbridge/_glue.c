@@ -525,12 +525,30 @@ static PyObject* resolve(PyObject* tensor, const long long* device, int policy) 
     Py_DECREF(tensor);
     return raise_buffer_error(s);
   }
-  if (out == buffer) {
-    dlb_buffer_release(out);
+  dlb_buffer_release(out == buffer ? out : NULL);
+  if (out != buffer) {
+    Py_DECREF(tensor);
+    return dlbpy_tensor_new(out);
+  }
+  DLTensor t;
+  if (device == NULL || dlb_buffer_dltensor(buffer, &t) != DLB_OK ||
+      ((long long)t.device.device_type == device[0] && (long long)t.device.device_id == device[1])) {
     return tensor;
   }
+  /* Memory the asked device reads directly (managed memory for the CPU):
+   * the planner's zero-copy export to that device, taken back in, is the
+   * same memory described on the device asked for. */
+  DLManagedTensorVersioned* view = NULL;
+  dlb_status st = dlb_export_versioned(buffer, &options, &view);
   Py_DECREF(tensor);
-  return dlbpy_tensor_new(out);
+  if (st != DLB_OK) return raise_buffer_error(st);
+  dlb_buffer* moved = NULL;
+  st = dlb_import_versioned(view, NULL, &moved);
+  if (st != DLB_OK) {
+    dlb_managed_free_versioned(view);
+    return dlbpy_raise_status(st);
+  }
+  return dlbpy_tensor_new(moved);
 }
 
 /* Whether a TypeError from __dlpack__(max_version=..., ...) is CPython

@@ -45,6 +45,17 @@ fn main() {
             generated.push_str("pub const C_CONSTANTS: &[(&str, i64)] = &[];\n");
         }
     }
+    match c_device_table(&include_dir, &lib_dirs, &out_dir) {
+        Ok(table) => {
+            generated.push_str("pub const C_DEVICE_TABLE_ERROR: Option<&str> = None;\n");
+            generated.push_str(&table);
+        }
+        Err(why) => {
+            println!("cargo:warning=could not read the C device table: {why}");
+            writeln!(generated, "pub const C_DEVICE_TABLE_ERROR: Option<&str> = Some({why:?});").unwrap();
+            generated.push_str("pub const C_DEVICE_TABLE: &[(i32, u32, &str)] = &[];\n");
+        }
+    }
     let functions = header_functions(&header);
     generated.push_str("pub const HEADER_FUNCTIONS: &[&str] = &[\n");
     for name in functions {
@@ -147,6 +158,8 @@ int main(void) {
   OFF(dlb_backend_vtable, copy_to_host); OFF(dlb_backend_vtable, wait_ready);
   OFF(dlb_backend_vtable, free_storage); OFF(dlb_backend_vtable, query_layout);
   OFF(dlb_backend_vtable, destroy);
+  SIZE(dlb_device_info); OFF(dlb_device_info, struct_size); OFF(dlb_device_info, device_type);
+  OFF(dlb_device_info, flags); OFF(dlb_device_info, name);
   SIZE(dlb_status); SIZE(dlb_copy_policy); SIZE(DLDeviceType);
   printf("];\n");
 
@@ -162,23 +175,63 @@ int main(void) {
   CONST(DLB_BUFFER_READ_ONLY); CONST(DLB_BUFFER_IMMUTABLE); CONST(DLB_BUFFER_DELETED);
   CONST(DLB_BUFFER_COPIED); CONST(DLB_BUFFER_IMPORTED); CONST(DLB_BUFFER_BACKEND);
   CONST(DLB_COPY_IF_NEEDED); CONST(DLB_COPY_NEVER); CONST(DLB_COPY_ALWAYS);
-  CONST(DLB_EXPORT_READ_ONLY); CONST(DLB_EXPORT_ALLOW_READ_ONLY_LEGACY); CONST(DLB_STREAM_NONE);
+  CONST(DLB_EXPORT_READ_ONLY); CONST(DLB_EXPORT_ALLOW_READ_ONLY_LEGACY); CONST(DLB_EXPORT_STREAM_GIVEN);
+  CONST(DLB_STREAM_NONE);
+  CONST(DLB_DEVICE_KNOWN); CONST(DLB_DEVICE_HOST_READABLE); CONST(DLB_DEVICE_ADDRESS);
+  CONST(DLB_DEVICE_HAS_STREAMS);
   CONST(DLB_IMPORT_LEGACY_READ_ONLY);
   CONST(DLB_VALIDATE_CONTIGUOUS); CONST(DLB_VALIDATE_STRIDES_REQUIRED);
   CONST(DLB_LAYOUT_STRIDED); CONST(DLB_LAYOUT_TILED); CONST(DLB_LAYOUT_MULTI_PART);
   CONST(DLB_LAYOUT_DYNAMIC);
   CONST(DLPACK_FLAG_BITMASK_READ_ONLY); CONST(DLPACK_FLAG_BITMASK_IS_COPIED);
   CONST(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
-  CONST(kDLCPU); CONST(kDLCUDA); CONST(kDLCUDAHost); CONST(kDLOpenCL); CONST(kDLVulkan);
-  CONST(kDLMetal); CONST(kDLVPI); CONST(kDLROCM); CONST(kDLROCMHost); CONST(kDLExtDev);
-  CONST(kDLCUDAManaged); CONST(kDLOneAPI); CONST(kDLWebGPU); CONST(kDLHexagon); CONST(kDLMAIA);
-  CONST(kDLTrn);
+  CONST(kDLCPU);
   CONST(kDLInt); CONST(kDLUInt); CONST(kDLFloat); CONST(kDLOpaqueHandle); CONST(kDLBfloat);
   CONST(kDLComplex); CONST(kDLBool);
   printf("];\n");
   return 0;
 }
 "#;
+
+/// Prints the library's device table as C sees it, for every code -1..=255.
+const DEVICE_PROGRAM: &str = r#"
+#include <stdio.h>
+#include <dlbridge/dlbridge.h>
+int main(void) {
+  printf("pub const C_DEVICE_TABLE: &[(i32, u32, &str)] = &[\n");
+  for (int code = -1; code < 256; ++code) {
+    dlb_device_info info;
+    info.struct_size = sizeof info;
+    if (dlb_device_type_info(code, &info) == DLB_OK)
+      printf("    (%d, %u, \"%s\"),\n", code, info.flags, info.name);
+  }
+  printf("];\n");
+  return 0;
+}
+"#;
+
+/// Runs DEVICE_PROGRAM linked with the library the crate links with.
+fn c_device_table(include_dir: &Path, lib_dirs: &[PathBuf], out_dir: &Path) -> Result<String, String> {
+    let src = out_dir.join("dlb_devices.c");
+    let exe = out_dir.join("dlb_devices");
+    fs::write(&src, DEVICE_PROGRAM).map_err(|e| format!("write {}: {e}", src.display()))?;
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let mut cmd = Command::new(&cc);
+    cmd.arg("-std=c11").arg("-I").arg(include_dir).arg(&src).arg("-o").arg(&exe);
+    for dir in lib_dirs {
+        cmd.arg(format!("-L{}", dir.display())).arg(format!("-Wl,-rpath,{}", dir.display()));
+    }
+    cmd.arg("-ldlbridge");
+    let status = cmd.status().map_err(|e| format!("run {cc}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{cc} failed to compile and link {} ({status})", src.display()));
+    }
+    let out = Command::new(&exe).output().map_err(|e| format!("run {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} failed ({})", exe.display(), out.status));
+    }
+    String::from_utf8(out.stdout).map_err(|e| e.to_string())
+}
 
 fn measure_c_layouts(include_dir: &Path, out_dir: &Path) -> Result<String, String> {
     let src = out_dir.join("dlb_layout.c");

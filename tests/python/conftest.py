@@ -29,6 +29,37 @@ def _uses(code, name):
     return any(_uses(c, name) for c in code.co_consts if hasattr(c, "co_names"))
 
 
+def _third_party_at_top(path, names=("numpy", "torch")):
+    """Whether a test module imports numpy or torch at its top level."""
+    import re
+
+    with open(path) as f:
+        text = f.read()
+    pattern = r"^(import|from) (%s)\b" % "|".join(names)
+    return re.search(pattern, text, re.M) is not None
+
+
+def _missing(name):
+    try:
+        __import__(name)
+    except ImportError:
+        return True
+    return False
+
+
+# Without numpy or torch (the runs on other interpreters), a test module
+# that imports one of them at its top is not collected at all.
+collect_ignore = []
+if _missing("numpy") or _missing("torch"):
+    import glob
+    import os
+
+    _absent = tuple(n for n in ("numpy", "torch") if _missing(n))
+    for _path in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "test_*.py"))):
+        if _third_party_at_top(_path, _absent):
+            collect_ignore.append(os.path.basename(_path))
+
+
 def pytest_collection_modifyitems(config, items):
     """Without numpy (the runs on other interpreters), tests that use the
     module-level name `np` are skipped rather than failed."""

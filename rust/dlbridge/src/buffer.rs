@@ -75,6 +75,15 @@ fn ndim_of(shape: &[i64]) -> Result<i32> {
     i32::try_from(shape.len()).map_err(|_| out_of_range(format!("ndim {} is too large", shape.len())))
 }
 
+/// `dlb_compact_strides`: the strides the library writes for a compact
+/// row-major tensor of `shape`.
+pub fn compact_strides(shape: &[i64]) -> Result<Vec<i64>> {
+    let mut out = vec![0i64; shape.len()];
+    // SAFETY: both slices hold ndim values.
+    check(unsafe { ffi::dlb_compact_strides(ndim_of(shape)?, shape.as_ptr(), out.as_mut_ptr()) })?;
+    Ok(out)
+}
+
 /// The range of element offsets a strided view reaches, or None when it has
 /// no elements. Negative extents give None too: the library reports them.
 fn element_reach(shape: &[i64], strides: &[i64], offset: i64) -> Result<Option<(i64, i64)>> {
@@ -222,18 +231,15 @@ impl Buffer {
                 s
             }
             None => {
-                let mut c = vec![0i64; shape.len()];
-                let mut acc: i64 = 1;
-                for i in (0..shape.len()).rev() {
-                    c[i] = acc;
-                    acc = acc.saturating_mul(shape[i].max(1));
-                }
-                compact = c;
+                // A shape the library refuses (a negative extent) gets no
+                // strides here: its own wrap call below names the fault.
+                compact = compact_strides(shape).unwrap_or_default();
                 &compact[..]
             }
         };
         let offset_i = i64::try_from(offset).map_err(|_| out_of_range("offset too large"))?;
-        if let Some((lo, hi)) = element_reach(shape, strides_used, offset_i)? {
+        let checkable = strides_used.len() == shape.len();
+        if let Some((lo, hi)) = if checkable { element_reach(shape, strides_used, offset_i)? } else { None } {
             if lo < 0 || hi >= len {
                 return Err(out_of_range(format!("the view reaches elements {lo}..={hi} but the slice has {len}")));
             }
@@ -395,6 +401,17 @@ impl Buffer {
         let mut out = ptr::null_mut();
         // SAFETY: live handle, writable out.
         check(unsafe { ffi::dlb_buffer_to_host(self.raw.as_ptr(), &mut out) })?;
+        Buffer::from_new(out)
+    }
+
+    /// `dlb_buffer_resolve`: what an export with `options` would hand out,
+    /// as a buffer: this buffer itself (another handle) when it already
+    /// satisfies them, else a fresh compact host copy (flagged
+    /// `DLB_BUFFER_COPIED`). Fails as the export would.
+    pub fn resolve(&self, options: &ExportOptions) -> Result<Buffer> {
+        let mut out = ptr::null_mut();
+        // SAFETY: live handle, valid options, writable out.
+        check(unsafe { ffi::dlb_buffer_resolve(self.raw.as_ptr(), options.as_raw(), &mut out) })?;
         Buffer::from_new(out)
     }
 

@@ -66,6 +66,58 @@ impl DLDataType {
     }
 }
 
+/// What the library's device table says about one device type
+/// (`dlb_device_type_info`). The crate asks; it keeps no list of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device type asked about.
+    pub device_type: ffi::DLDeviceType,
+    /// `DLB_DEVICE_*` bits.
+    pub flags: u32,
+    /// Lowercase name: "cpu", "cuda", "cuda_host", ...
+    pub name: &'static str,
+}
+
+impl DeviceInfo {
+    /// The table's entry for `device_type`; `Status::UnsupportedDevice` for
+    /// a code DLPack does not define.
+    pub fn of(device_type: ffi::DLDeviceType) -> Result<DeviceInfo> {
+        let mut raw = ffi::dlb_device_info {
+            struct_size: std::mem::size_of::<ffi::dlb_device_info>(),
+            device_type: 0,
+            flags: 0,
+            name: std::ptr::null(),
+        };
+        // SAFETY: `raw` is writable and its struct_size is set.
+        check(unsafe { ffi::dlb_device_type_info(device_type, &mut raw) })?;
+        // SAFETY: on success `name` points at a static NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(raw.name) }.to_str().unwrap_or("?");
+        Ok(DeviceInfo { device_type: raw.device_type, flags: raw.flags, name })
+    }
+
+    /// The device type the table names `name` ("cuda", "rocm_host", ...).
+    pub fn named(name: &str) -> Result<DeviceInfo> {
+        (0..=255)
+            .filter_map(|code| DeviceInfo::of(code).ok())
+            .find(|info| info.name == name)
+            .ok_or_else(|| Error::new(Status::UnsupportedDevice, format!("no DLPack device type is named {name:?}")))
+    }
+
+    /// The CPU reads `data` directly.
+    pub fn is_host_readable(&self) -> bool {
+        self.flags & ffi::DLB_DEVICE_HOST_READABLE != 0
+    }
+    /// `data` is an address (byte_offset can be folded into it), not an
+    /// opaque handle.
+    pub fn data_is_address(&self) -> bool {
+        self.flags & ffi::DLB_DEVICE_ADDRESS != 0
+    }
+    /// The Python protocol's `stream` applies.
+    pub fn has_streams(&self) -> bool {
+        self.flags & ffi::DLB_DEVICE_HAS_STREAMS != 0
+    }
+}
+
 impl DLDevice {
     pub const fn new(device_type: ffi::DLDeviceType, device_id: i32) -> DLDevice {
         DLDevice { device_type, device_id }
@@ -73,9 +125,19 @@ impl DLDevice {
     /// The host: `{kDLCPU, 0}`.
     pub const CPU: DLDevice = DLDevice::new(ffi::kDLCPU, 0);
 
+    /// The device of the type the library's table names `name`.
+    pub fn named(name: &str, device_id: i32) -> Result<DLDevice> {
+        Ok(DLDevice::new(DeviceInfo::named(name)?.device_type, device_id))
+    }
+
+    /// What the library's device table says about this device's type.
+    pub fn info(self) -> Result<DeviceInfo> {
+        DeviceInfo::of(self.device_type)
+    }
+
     /// Whether the CPU can read this device's memory directly.
     pub fn is_host_accessible(self) -> bool {
-        matches!(self.device_type, ffi::kDLCPU | ffi::kDLCUDAHost | ffi::kDLROCMHost | ffi::kDLCUDAManaged)
+        self.info().map(|i| i.is_host_readable()).unwrap_or(false)
     }
 }
 

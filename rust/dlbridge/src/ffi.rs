@@ -11,22 +11,10 @@ use std::ffi::{c_char, c_void};
 /// `DLDeviceType` (a C enum, `int` sized).
 pub type DLDeviceType = i32;
 
+/// The host device type. Every other device type, with its name and
+/// properties, comes from the library's table (`dlb_device_type_info`);
+/// the crate keeps no list of its own.
 pub const kDLCPU: DLDeviceType = 1;
-pub const kDLCUDA: DLDeviceType = 2;
-pub const kDLCUDAHost: DLDeviceType = 3;
-pub const kDLOpenCL: DLDeviceType = 4;
-pub const kDLVulkan: DLDeviceType = 7;
-pub const kDLMetal: DLDeviceType = 8;
-pub const kDLVPI: DLDeviceType = 9;
-pub const kDLROCM: DLDeviceType = 10;
-pub const kDLROCMHost: DLDeviceType = 11;
-pub const kDLExtDev: DLDeviceType = 12;
-pub const kDLCUDAManaged: DLDeviceType = 13;
-pub const kDLOneAPI: DLDeviceType = 14;
-pub const kDLWebGPU: DLDeviceType = 15;
-pub const kDLHexagon: DLDeviceType = 16;
-pub const kDLMAIA: DLDeviceType = 17;
-pub const kDLTrn: DLDeviceType = 18;
 
 /// `DLDataTypeCode` values (stored in the `u8` `code` field).
 pub const kDLInt: u8 = 0;
@@ -140,6 +128,7 @@ pub const DLB_COPY_ALWAYS: dlb_copy_policy = 2;
 
 pub const DLB_EXPORT_READ_ONLY: u64 = 1 << 0;
 pub const DLB_EXPORT_ALLOW_READ_ONLY_LEGACY: u64 = 1 << 1;
+pub const DLB_EXPORT_STREAM_GIVEN: u64 = 1 << 2;
 pub const DLB_STREAM_NONE: i64 = 0;
 
 pub const DLB_IMPORT_LEGACY_READ_ONLY: u64 = 1 << 0;
@@ -321,4 +310,28 @@ extern "C" {
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
     pub fn dlb_backend_set_error(message: *const c_char);
+
+    // Devices and protocol rules
+    pub fn dlb_device_type_info(device_type: i32, out: *mut dlb_device_info) -> dlb_status;
+    pub fn dlb_compact_strides(ndim: i32, shape: *const i64, strides_out: *mut i64) -> dlb_status;
+    pub fn dlb_buffer_resolve(
+        buffer: *mut dlb_buffer,
+        options: *const dlb_export_options,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+}
+
+pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;
+pub const DLB_DEVICE_HOST_READABLE: u32 = 1 << 1;
+pub const DLB_DEVICE_ADDRESS: u32 = 1 << 2;
+pub const DLB_DEVICE_HAS_STREAMS: u32 = 1 << 3;
+
+/// `dlb_device_info`: what the library knows about one device type.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dlb_device_info {
+    pub struct_size: usize,
+    pub device_type: i32,
+    pub flags: u32,
+    pub name: *const c_char,
 }

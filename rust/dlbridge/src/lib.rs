@@ -21,8 +21,8 @@ mod tensor;
 
 use std::ffi::CStr;
 
-pub use buffer::Buffer;
-pub use dtype::Element;
+pub use buffer::{compact_strides, Buffer};
+pub use dtype::{DeviceInfo, Element};
 pub use error::{status_name, Error, Result, Status};
 pub use ffi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
 pub use tensor::{

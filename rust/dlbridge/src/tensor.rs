@@ -58,6 +58,12 @@ impl ExportOptions {
         self.raw.stream = stream;
         self
     }
+    /// A stream the consumer passed explicitly (`DLB_EXPORT_STREAM_GIVEN`),
+    /// so that 0 is a literal 0, which the library refuses for devices with
+    /// streams, rather than "no stream".
+    pub fn given_stream(self, stream: i64) -> Self {
+        self.stream(stream).flag(ffi::DLB_EXPORT_STREAM_GIVEN, true)
+    }
     fn flag(mut self, bit: u64, on: bool) -> Self {
         if on {
             self.raw.flags |= bit;

@@ -75,8 +75,9 @@ fn alloc_errors() {
     let shape = [2i64];
     let st = unsafe { ffi::dlb_buffer_alloc(DLDevice::CPU, DLDataType::F32, -1, shape.as_ptr(), &mut out) };
     assert_eq!(st, ffi::DLB_ERR_INVALID_ARGUMENT);
-    let st =
-        unsafe { ffi::dlb_buffer_alloc(DLDevice::new(ffi::kDLCUDA, 0), DLDataType::F32, 1, shape.as_ptr(), &mut out) };
+    let st = unsafe {
+        ffi::dlb_buffer_alloc(DLDevice::named("cuda", 0).unwrap(), DLDataType::F32, 1, shape.as_ptr(), &mut out)
+    };
     assert_eq!(st, ffi::DLB_ERR_UNSUPPORTED_DEVICE);
     assert_eq!(out, sentinel);
     unsafe { ffi::dlb_clear_last_error() };
@@ -177,7 +178,7 @@ fn read_only_legacy_export_is_refused_unless_allowed() {
 fn export_option_errors() {
     let _g = common::serial();
     let buf = Buffer::wrap_vec(vec![1.0f32; 4], &[4]).unwrap();
-    let cuda = DLDevice::new(ffi::kDLCUDA, 0);
+    let cuda = DLDevice::named("cuda", 0).unwrap();
     assert_eq!(status_of(buf.export(&ExportOptions::new().target_device(cuda))), Status::UnsupportedDevice);
     // A stream on a host export: the header lists it under
     // DLB_ERR_UNSUPPORTED_DEVICE, the library answers DLB_ERR_INVALID_ARGUMENT.

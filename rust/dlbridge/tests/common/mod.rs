@@ -178,7 +178,7 @@ pub fn remote_buffer(backend: *mut ffi::dlb_backend, values: Vec<f32>, shape: &[
     let mut shape_v = shape.to_vec();
     let layout = DLTensor {
         data: ptr::null_mut(),
-        device: DLDevice::new(ffi::kDLExtDev, 0),
+        device: DLDevice::named("ext_dev", 0).unwrap(),
         ndim: shape.len() as i32,
         dtype: DLDataType::F32,
         shape: shape_v.as_mut_ptr(),
