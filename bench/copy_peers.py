@@ -28,7 +28,7 @@ case: the three times and peer/ours = fastest peer's time / dlbridge's time
 copy once per case. Exit status: 0 when every copy matched, 1 otherwise.
 
 Usage:
-  PYTHONPATH=python DLBRIDGE_LIBRARY=build/dev/src/libdlbridge.so \\
+  PYTHONPATH=build/dev/python \\
     /usr/bin/python3 bench/copy_peers.py [--quick] [--reps N]
       [--sizes 256,1024,4096,8192x4096] [--dtypes float64,...]
       [--views transposed,...] [--json build/bench-results/copy-peers.json]
@@ -117,7 +117,7 @@ def main():
     views = args.views.split(",") if args.views else VIEWS
     reps = args.reps or (3 if args.quick else 7)
 
-    lib = os.environ.get("DLBRIDGE_LIBRARY", "(package default)")
+    lib = os.path.dirname(dlbridge.__file__)
     print("copy_peers.py: numpy %s, torch %s (%s threads), dlbridge %s, %d repetitions, median"
           % (np.__version__, torch.__version__ if torch else "-", torch.get_num_threads() if torch else "-",
              lib, reps))

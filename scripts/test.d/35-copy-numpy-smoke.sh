@@ -11,14 +11,14 @@ set -euo pipefail
 build=${1:?usage: 35-copy-numpy-smoke.sh <build-dir>}
 [ -d "$build" ] || { echo "35-copy-numpy-smoke: no build directory '$build'" >&2; exit 2; }
 [ -f bench/copy_peers.py ] || { echo "35-copy-numpy-smoke: run from the repository root" >&2; exit 2; }
-lib=$(cd "$build/src" && pwd)/libdlbridge.so
-[ -e "$lib" ] || { echo "35-copy-numpy-smoke: $lib is missing" >&2; exit 1; }
+pkg=$(cd "$build/python" && pwd)
+[ -e "$pkg/dlbridge/__init__.py" ] || { echo "35-copy-numpy-smoke: no built package in $pkg" >&2; exit 1; }
 
 py=/usr/bin/python3
 "$py" -c "import numpy" >/dev/null 2>&1 || { echo "35-copy-numpy-smoke: $py cannot import numpy" >&2; exit 1; }
 
-echo "== 35-copy-numpy-smoke: bench/copy_peers.py --quick (library: $lib)"
-if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=python DLBRIDGE_LIBRARY="$lib" "$py" bench/copy_peers.py --quick --sizes 256,512x384; then
+echo "== 35-copy-numpy-smoke: bench/copy_peers.py --quick (package: $pkg/dlbridge)"
+if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$pkg" "$py" bench/copy_peers.py --quick --sizes 256,512x384; then
   echo "35-copy-numpy-smoke: FAILED (a copy differed from numpy's; see above)" >&2
   exit 1
 fi

@@ -1,10 +1,12 @@
 """Exchanges with numpy 1.24 in both directions (legacy DLPack protocol)."""
 
 import gc
+import sys
 import weakref
 
-import numpy as np
 import pytest
+
+np = pytest.importorskip("numpy")
 
 import dlbridge
 from conftest import capsule_name, require_negative_strides
@@ -203,3 +205,20 @@ def test_imported_numpy_re_exported_to_numpy_keeps_source():
     del b
     gc.collect()
     assert ref() is None
+
+
+def test_device_and_copy_for_a_legacy_producer_are_the_librarys_decision():
+    # numpy 1.x cannot be asked for a device or a copy: the library's planner
+    # (dlb_buffer_resolve) decides on what numpy handed over.
+    a = np.arange(6.0)
+    base = sys.getrefcount(a)
+    with pytest.raises(BufferError, match="DLB_ERR_"):
+        dlbridge.from_dlpack(a, device=(2, 0))  # host memory to CUDA: no
+    assert sys.getrefcount(a) == base  # numpy's export was released again
+    same = dlbridge.from_dlpack(a, device=(1, 0), copy=None)
+    assert same.data_ptr == a.ctypes.data
+    copied = dlbridge.from_dlpack(a, device=(1, 0), copy=True)
+    assert copied.data_ptr != a.ctypes.data
+    np.testing.assert_array_equal(np.from_dlpack(copied), a)
+    del same, copied
+    assert sys.getrefcount(a) == base
