@@ -91,25 +91,49 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
 dlb_status to_host_impl(dlb_buffer* src, dlb_buffer** out) {
   if (src == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (src->deleted.load(std::memory_order_acquire))
-    return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be copied");
-  DLTensor view;
-  std::memset(&view, 0, sizeof view);
-  view.device = DLDevice{kDLCPU, 0};
-  view.dtype = src->tensor.dtype;
-  view.ndim = src->tensor.ndim;
-  view.shape = src->tensor.shape;
-  dlb::LayoutInfo info;
-  info.nbytes = src->nbytes;
-  info.contiguous = true;
-  dlb_buffer* b = dlb::buffer_create(view, info, dlb::BufferKind::owned, 0);
-  if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
-  const dlb_status s = dlb::buffer_copy_out(src, b->tensor.data, b->nbytes, DLB_STREAM_NONE);
-  if (s != DLB_OK) {
-    dlb::buffer_release(b);
-    return s;
+  return dlb::buffer_to_host(src, DLB_STREAM_NONE, 0, out);
+}
+
+dlb_status device_info_impl(int32_t device_type, dlb_device_info* out) {
+  constexpr std::size_t kMinSize = offsetof(dlb_device_info, name) + sizeof(const char*);
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out->struct_size < kMinSize)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu (must be at least %zu: set it to "
+                     "sizeof(dlb_device_info))", out->struct_size, kMinSize);
+  const dlb::DeviceTypeInfo* d = dlb::device_type_info(device_type);
+  if (d == nullptr)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "device type %" PRId32 " is not a DLPack device type", device_type);
+  out->device_type = device_type;
+  out->flags = d->flags;
+  out->name = d->name;
+  return DLB_OK;
+}
+
+dlb_status compact_strides_impl(int32_t ndim, const int64_t* shape, int64_t* strides_out) {
+  if (ndim < 0 || ndim > DLB_MAX_NDIM)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "ndim is %" PRId32 " (must be 0..%d)", ndim, DLB_MAX_NDIM);
+  if (ndim == 0) return DLB_OK;
+  if (shape == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "shape is NULL with ndim %" PRId32, ndim);
+  if (strides_out == nullptr)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "strides_out is NULL with ndim %" PRId32, ndim);
+  bool empty = false;
+  for (int32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "shape[%" PRId32 "] is %" PRId64, i, shape[i]);
+    if (shape[i] == 0) empty = true;
   }
-  *out = b;
+  int64_t strides[DLB_MAX_NDIM];
+  dlb::compact_strides(ndim, shape, strides);
+  if (!empty) {
+    // compact_strides saturates; for a non-empty shape a saturated stride is
+    // an overflow (the product of the trailing extents passed INT64_MAX).
+    int64_t step = 1;
+    for (int32_t i = ndim - 1; i > 0; --i)
+      if (__builtin_mul_overflow(step, shape[i] > 1 ? shape[i] : 1, &step))
+        return set_error(DLB_ERR_OVERFLOW, "the strides of this shape exceed INT64_MAX (extents from dimension %"
+                         PRId32 " on multiply past it)", i);
+  }
+  std::memcpy(strides_out, strides, static_cast<std::size_t>(ndim) * sizeof(int64_t));
   return DLB_OK;
 }
 
@@ -117,8 +141,7 @@ dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size) {
   if (src == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "src is NULL");
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(src, dlb::Origin::incoming, true, &info));
-  if (!dlb::device_is_host_readable(dlb::device_type_of(src->device)) &&
-      dlb::device_type_of(src->device) != kDLCUDAManaged)
+  if (!dlb::device_is_host_readable(dlb::device_type_of(src->device)))
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "src is on %s:%d, which the host cannot read",
                      dlb::device_type_name(dlb::device_type_of(src->device)),
                      static_cast<int>(src->device.device_id));
@@ -304,5 +327,17 @@ DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage, 
 }
 
 DLB_API void dlb_backend_set_error(const char* message) { dlb::set_backend_text(message); }
+
+DLB_API dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out) {
+  return firewall(__func__, [&] { return device_info_impl(device_type, out); });
+}
+
+DLB_API dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* strides_out) {
+  return firewall(__func__, [&] { return compact_strides_impl(ndim, shape, strides_out); });
+}
+
+DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options, dlb_buffer** out) {
+  return firewall(__func__, [&] { return dlb::buffer_resolve(buffer, options, out); });
+}
 
 }  // extern "C"

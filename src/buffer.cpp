@@ -216,6 +216,29 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
                    be->name);
 }
 
+dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept {
+  if (src->deleted.load(std::memory_order_acquire))
+    return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be copied");
+  DLTensor view;
+  std::memset(&view, 0, sizeof view);
+  view.device = DLDevice{kDLCPU, 0};
+  view.dtype = src->tensor.dtype;
+  view.ndim = src->tensor.ndim;
+  view.shape = src->tensor.shape;
+  LayoutInfo info;
+  info.nbytes = src->nbytes;
+  info.contiguous = true;
+  dlb_buffer* b = buffer_create(view, info, BufferKind::owned, flags);
+  if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  const dlb_status s = buffer_copy_out(src, b->tensor.data, b->nbytes, stream);
+  if (s != DLB_OK) {
+    buffer_release(b);
+    return s;
+  }
+  *out = b;
+  return DLB_OK;
+}
+
 void backend_release(Backend* be) noexcept {
   if (be->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     if (be->vt.destroy != nullptr) be->vt.destroy(be->ctx);

@@ -84,6 +84,11 @@ inline unsigned char* buffer_origin(const dlb_buffer* b) noexcept {
 // backend's wait callback.
 dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std::int64_t stream) noexcept;
 
+// A fresh owned host buffer (compact, row-major) holding a copy of `src`'s
+// elements, with `flags` (DLB_BUFFER_* bits); `stream` goes to a backend's
+// wait callback. On failure nothing is left allocated.
+dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept;
+
 // Copies a validated host view (any strides, NULL = compact) into dst.
 dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept;
 

@@ -137,34 +137,44 @@ dlb_status parse_dtype_name(const char* name, DLDataType* out) noexcept {
   return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "'%s' is not a dtype name dlbridge knows", name);
 }
 
-bool device_type_known(std::int32_t t) noexcept { return (t >= 1 && t <= 4) || (t >= 7 && t <= 20); }
+namespace {
 
-bool device_is_host_readable(std::int32_t t) noexcept {
-  return t == kDLCPU || t == kDLCUDAHost || t == kDLROCMHost;
-}
+constexpr std::uint32_t kKnown = DLB_DEVICE_KNOWN;
+constexpr std::uint32_t kHost = DLB_DEVICE_HOST_READABLE;
+constexpr std::uint32_t kAddress = DLB_DEVICE_ADDRESS;
+constexpr std::uint32_t kStreams = DLB_DEVICE_HAS_STREAMS;
 
-const char* device_type_name(std::int32_t t) noexcept {
-  switch (t) {
-    case 1: return "cpu";
-    case 2: return "cuda";
-    case 3: return "cuda_host";
-    case 4: return "opencl";
-    case 7: return "vulkan";
-    case 8: return "metal";
-    case 9: return "vpi";
-    case 10: return "rocm";
-    case 11: return "rocm_host";
-    case 12: return "ext_dev";
-    case 13: return "cuda_managed";
-    case 14: return "oneapi";
-    case 15: return "webgpu";
-    case 16: return "hexagon";
-    case 17: return "maia";
-    case 18: return "trn";
-    case 19: return "tpu";
-    case 20: return "tpu_host";
-    default: return "unknown";
-  }
+// Indexed by device type; a null name marks a code DLPack leaves unused.
+constexpr DeviceTypeInfo kDevices[] = {
+    {nullptr, 0},                                              // 0
+    {"cpu", kKnown | kHost | kAddress},                        // kDLCPU
+    {"cuda", kKnown | kAddress | kStreams},                    // kDLCUDA
+    {"cuda_host", kKnown | kHost | kAddress | kStreams},       // kDLCUDAHost (pinned)
+    {"opencl", kKnown},                                        // kDLOpenCL: cl_mem handle
+    {nullptr, 0},                                              // 5: unused
+    {nullptr, 0},                                              // 6: unused
+    {"vulkan", kKnown},                                        // kDLVulkan: VkBuffer handle
+    {"metal", kKnown},                                         // kDLMetal: MTLBuffer handle
+    {"vpi", kKnown | kAddress},                                // kDLVPI
+    {"rocm", kKnown | kAddress | kStreams},                    // kDLROCM
+    {"rocm_host", kKnown | kHost | kAddress | kStreams},       // kDLROCMHost (pinned)
+    {"ext_dev", kKnown | kAddress},                            // kDLExtDev
+    {"cuda_managed", kKnown | kHost | kAddress | kStreams},    // kDLCUDAManaged (unified)
+    {"oneapi", kKnown | kAddress},                             // kDLOneAPI (USM pointer)
+    {"webgpu", kKnown},                                        // kDLWebGPU: GPUBuffer handle
+    {"hexagon", kKnown | kAddress},                            // kDLHexagon
+    {"maia", kKnown | kAddress},                               // kDLMAIA
+    {"trn", kKnown | kAddress},                                // kDLTrn
+    {"tpu", kKnown | kAddress},                                // kDLTPU (DLPack main)
+    {"tpu_host", kKnown | kAddress},                           // kDLTPUHost (DLPack main)
+};
+
+}  // namespace
+
+const DeviceTypeInfo* device_type_info(std::int32_t t) noexcept {
+  constexpr std::int32_t n = static_cast<std::int32_t>(sizeof kDevices / sizeof kDevices[0]);
+  if (t < 0 || t >= n || kDevices[t].name == nullptr) return nullptr;
+  return &kDevices[t];
 }
 
 }  // namespace dlb

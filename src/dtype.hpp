@@ -36,12 +36,40 @@ inline std::int32_t device_type_of(const DLDevice& d) noexcept {
 // Writes a device type given as a plain integer, for the same reason.
 inline void set_device_type(DLDevice& d, std::int32_t type) noexcept { std::memcpy(&d, &type, sizeof type); }
 
-// Device types DLPack defines (1.3 and main).
-bool device_type_known(std::int32_t device_type) noexcept;
-// Memory the host CPU reads directly: CPU, CUDAHost, ROCMHost.
-bool device_is_host_readable(std::int32_t device_type) noexcept;
-// Short lowercase name ("cpu", "cuda", ...), for messages.
-const char* device_type_name(std::int32_t device_type) noexcept;
+// The device table: one entry per device type DLPack defines (1.3 and
+// main), with its name and DLB_DEVICE_* bits. Every device question the
+// library, and through dlb_device_type_info() every binding, asks is
+// answered from it. nullptr for a type DLPack does not define.
+struct DeviceTypeInfo {
+  const char* name;     // short lowercase name ("cpu", "cuda", ...)
+  std::uint32_t flags;  // DLB_DEVICE_* bits, DLB_DEVICE_KNOWN always set
+};
+const DeviceTypeInfo* device_type_info(std::int32_t device_type) noexcept;
+
+// Thin readers of that table.
+inline std::uint32_t device_flags(std::int32_t device_type) noexcept {
+  const DeviceTypeInfo* d = device_type_info(device_type);
+  return d == nullptr ? 0u : d->flags;
+}
+// Device types DLPack defines.
+inline bool device_type_known(std::int32_t device_type) noexcept { return device_flags(device_type) != 0; }
+// Memory the host CPU reads directly: CPU, CUDAHost, CUDAManaged, ROCMHost.
+inline bool device_is_host_readable(std::int32_t device_type) noexcept {
+  return (device_flags(device_type) & DLB_DEVICE_HOST_READABLE) != 0;
+}
+// `data` is an address (byte_offset can be folded into it), not an opaque handle.
+inline bool device_data_is_address(std::int32_t device_type) noexcept {
+  return (device_flags(device_type) & DLB_DEVICE_ADDRESS) != 0;
+}
+// The Python protocol's stream applies.
+inline bool device_has_streams(std::int32_t device_type) noexcept {
+  return (device_flags(device_type) & DLB_DEVICE_HAS_STREAMS) != 0;
+}
+// Short lowercase name ("cpu", "cuda", ...; "unknown"), for messages.
+inline const char* device_type_name(std::int32_t device_type) noexcept {
+  const DeviceTypeInfo* d = device_type_info(device_type);
+  return d == nullptr ? "unknown" : d->name;
+}
 
 }  // namespace dlb
 

@@ -94,7 +94,8 @@ void deleter_legacy(DLManagedTensor* m) noexcept {
   live_add(-1);
 }
 
-constexpr std::uint64_t kKnownExportFlags = DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY;
+constexpr std::uint64_t kKnownExportFlags =
+    DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY | DLB_EXPORT_STREAM_GIVEN;
 
 dlb_status read_options(const dlb_export_options* options, dlb_export_options* opt) noexcept {
   static const dlb_export_options defaults = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
@@ -188,11 +189,24 @@ dlb_status make_plan(dlb_buffer* b, const dlb_export_options& opt, bool versione
                      static_cast<int>(opt.target_device.device_id));
 
   plan->device = plan->copy ? DLDevice{kDLCPU, 0} : (want_cpu ? DLDevice{kDLCPU, 0} : dev);
-  if (opt.stream != DLB_STREAM_NONE && device_type_of(plan->device) == kDLCPU && !is_backend)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
-                     "(pass DLB_STREAM_NONE)",
-                     opt.stream);
+  // The stream rules of the Python protocol. Absent (stream=None): nothing
+  // to check. Given: refused for host memory (a backend gets it in its wait
+  // callback whatever its device); on devices with streams 0 is ambiguous
+  // and refused, -1 means "do not synchronise", 1 and 2 the default
+  // streams, anything larger a stream handle.
+  const bool stream_given = opt.stream != DLB_STREAM_NONE || (opt.flags & DLB_EXPORT_STREAM_GIVEN) != 0;
+  if (stream_given) {
+    if (device_type_of(plan->device) == kDLCPU && !is_backend)
+      return set_error(DLB_ERR_INVALID_ARGUMENT,
+                       "stream %" PRId64 " was given for an export of host memory; streams apply to device memory "
+                       "only (pass no stream: stream=None in Python)",
+                       opt.stream);
+    if (device_has_streams(dev_type) && (opt.stream == 0 || opt.stream < -1))
+      return set_error(DLB_ERR_INVALID_ARGUMENT,
+                       "stream %" PRId64 " is not allowed for %s memory (use 1 for the legacy default stream, 2 "
+                       "for the per-thread default stream, -1 for no synchronisation, or a stream handle)",
+                       opt.stream, device_type_name(dev_type));
+  }
 
   if (plan->copy) {
     plan->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
@@ -338,6 +352,25 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
 }
 
 std::int64_t live_exports() noexcept { return live_total(); }
+
+dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept {
+  if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  dlb_export_options opt;
+  DLB_TRY(read_options(options, &opt));
+  if (b->deleted.load(std::memory_order_acquire))
+    return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be resolved");
+  Plan plan;
+  DLB_TRY(make_plan(b, opt, true, &plan));
+  if (!plan.copy) {
+    buffer_retain(b);
+    *out = b;
+    return DLB_OK;
+  }
+  std::uint64_t flags = DLB_BUFFER_COPIED;
+  if ((plan.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) flags |= DLB_BUFFER_READ_ONLY;
+  return buffer_to_host(b, opt.stream, flags, out);
+}
 
 
 }  // namespace dlb

@@ -359,7 +359,7 @@ typedef struct dlb_buffer dlb_buffer;
 #define DLB_BUFFER_IMMUTABLE (UINT64_C(1) << 1)
 /** Reported by dlb_buffer_flags(): the buffer was deleted (donated). */
 #define DLB_BUFFER_DELETED (UINT64_C(1) << 8)
-/** Reported: the data was imported and its producer marked it IS_COPIED. */
+/** Reported: the data was imported and its producer marked it IS_COPIED, or the buffer is a copy dlb_buffer_resolve() made. */
 #define DLB_BUFFER_COPIED (UINT64_C(1) << 9)
 /** Reported: the buffer holds a tensor imported from another producer. */
 #define DLB_BUFFER_IMPORTED (UINT64_C(1) << 10)
@@ -850,6 +850,102 @@ DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage,
  * caller keeps ownership of it; NULL clears. Thread-local.
  */
 DLB_API void dlb_backend_set_error(const char* message);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/* Devices and protocol rules                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @defgroup dlb_devices Devices and protocol rules
+ * @brief The facts and decisions bindings ask for instead of keeping their
+ * own copies: the device table, compact strides, and the export planner
+ * applied without exporting.
+ * @{
+ */
+
+/** Device bit: a device type DLPack defines (1.3 and main: 1..20 minus 5, 6). */
+#define DLB_DEVICE_KNOWN (1u << 0)
+/** Device bit: the CPU reads `data` directly (CPU, CUDAHost, CUDAManaged, ROCMHost). */
+#define DLB_DEVICE_HOST_READABLE (1u << 1)
+/**
+ * Device bit: `data` is an address, so byte_offset can be folded into it.
+ * Unset: `data` is an opaque handle (OpenCL, Vulkan, Metal, WebGPU).
+ */
+#define DLB_DEVICE_ADDRESS (1u << 2)
+/** Device bit: the Python protocol's `stream` applies (CUDA, ROCm and their host/managed kin). */
+#define DLB_DEVICE_HAS_STREAMS (1u << 3)
+
+/** What the library knows about one device type. */
+typedef struct dlb_device_info {
+  /** Set by the caller: sizeof(dlb_device_info) as the caller compiled it. */
+  size_t struct_size;
+  /** The device type asked about. */
+  int32_t device_type;
+  /** DLB_DEVICE_* bits. */
+  uint32_t flags;
+  /** Static lowercase name ("cpu", "cuda", "cuda_host", ...), owned by the library. */
+  const char* name;
+} dlb_device_info;
+
+/**
+ * Describes a device type from the library's device table, the one the
+ * library itself decides by.
+ * @param device_type any int32 value.
+ * @param out caller storage with `struct_size` set; on success its fields
+ *        are filled (`name` points at static storage the caller never
+ *        frees); untouched on failure.
+ * @return DLB_OK for a type DLPack defines; DLB_ERR_UNSUPPORTED_DEVICE (the
+ *         message names the value) for any other; DLB_ERR_INVALID_ARGUMENT
+ *         when `out` is NULL or its struct_size is too small. Thread-safe.
+ */
+DLB_API dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out);
+
+/**
+ * Compact row-major strides, in elements, of `shape`: what the library
+ * writes for a tensor without strides. Extents of 0 and 1 do not advance
+ * the step; for an empty tensor (some extent 0) a step past INT64_MAX
+ * saturates at INT64_MAX.
+ * @param ndim 0 to DLB_MAX_NDIM.
+ * @param shape `ndim` extents, each >= 0, read only; may be NULL when ndim
+ *        is 0.
+ * @param strides_out caller storage for `ndim` strides, written on success
+ *        only; may be NULL when ndim is 0.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (ndim out of range, NULL shape
+ *         or strides_out with ndim > 0, a negative extent);
+ *         DLB_ERR_OVERFLOW (a non-empty shape whose strides exceed
+ *         INT64_MAX). Owns nothing. Thread-safe.
+ */
+DLB_API dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* strides_out);
+
+/**
+ * Export flag: `stream` holds a value the consumer passed explicitly, so 0
+ * is a literal 0 (refused for devices with streams, as the array API
+ * standard says) rather than "no stream". A non-zero stream counts as given
+ * with or without this flag. A given stream is refused for an export of
+ * host memory; -1 means "do not synchronise", 1 and 2 the legacy and
+ * per-thread default streams, other positive values a stream handle.
+ */
+#define DLB_EXPORT_STREAM_GIVEN (UINT64_C(1) << 2)
+
+/**
+ * The export planner applied without exporting: for a consumer that
+ * imported a tensor from a legacy producer (which cannot honour a target
+ * device or a copy policy itself) and must now honour them.
+ * @param buffer the buffer to resolve; never consumed, the caller's
+ *        reference is unchanged.
+ * @param options NULL means the defaults.
+ * @param out on success a new reference owned by the caller (release it
+ *        with dlb_buffer_release()): `buffer` itself (retained) when it
+ *        already satisfies the request, or a fresh compact host copy
+ *        flagged DLB_BUFFER_COPIED (and DLB_BUFFER_READ_ONLY when
+ *        DLB_EXPORT_READ_ONLY was asked for). Untouched on failure, when
+ *        nothing is left allocated.
+ * @return DLB_OK, or the status dlb_export_versioned() gives for the same
+ *         buffer and options. Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
+                                      dlb_buffer** out);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
