@@ -45,3 +45,31 @@ def require_negative_strides():
 
     if not negative_strides_work():
         pytest.xfail("libdlbridge refuses negative strides with DLB_ERR_OVERFLOW (layout check bug)")
+
+
+_clib = None
+
+
+def clib():
+    """libdlbridge through ctypes (the file the package loaded, so the same
+    library in the process), for tests that reach a buffer's C handle."""
+    global _clib
+    if _clib is None:
+        import ctypes
+
+        from dlbridge import _lib
+
+        lib = ctypes.CDLL(_lib.path)
+        vp = ctypes.c_void_p
+        for name, restype, argtypes in [
+            ("dlb_buffer_retain", vp, [vp]),
+            ("dlb_buffer_release", None, [vp]),
+            ("dlb_buffer_refcount", ctypes.c_int64, [vp]),
+            ("dlb_buffer_flags", ctypes.c_uint64, [vp]),
+            ("dlb_buffer_dltensor", ctypes.c_int32, [vp, ctypes.POINTER(_lib.DLTensor)]),
+        ]:
+            f = getattr(lib, name)
+            f.restype = restype
+            f.argtypes = argtypes
+        _clib = lib
+    return _clib
