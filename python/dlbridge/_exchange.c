@@ -155,16 +155,6 @@ static cache_entry* slot_of(PyObject* type) {
   return &g_cache[((p >> 4) ^ (p >> 12)) % kCacheSlots];
 }
 
-void dlbpy_exchange_clear_cache(void) {
-  for (int i = 0; i < kCacheSlots; ++i) {
-    PyObject* type = g_cache[i].type;
-    PyObject* capsule = g_cache[i].capsule;
-    memset(&g_cache[i], 0, sizeof g_cache[i]);
-    Py_XDECREF(capsule);
-    Py_XDECREF(type);
-  }
-}
-
 /* The capsule type(obj) publishes under the current name or the earlier
  * one (a new reference), NULL without an exception when it has neither,
  * or -1 on an error other than AttributeError. */

@@ -26,7 +26,4 @@ PyObject* dlbpy_exchange_capsule(void);
 PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int policy,
                                      int* handled);
 
-/* Drops the per-type table cache (module teardown, tests). */
-void dlbpy_exchange_clear_cache(void);
-
 #endif /* DLBRIDGE_PYTHON_EXCHANGE_H_ */
