@@ -9,8 +9,11 @@ own table) and, when the dlbridge package is importable and publishes a
 table, dlbridge.Tensor. C loops (bench/exchange_loops.c) time
 from-py-object + deleter, the borrowed view, and __dlpack__ + capsule +
 deleter inside C; np.from_dlpack and dlbridge.from_dlpack are timed from
-Python with timeit. Each figure is the median of --repeat runs; the
+Python with timeit. The measures run in --repeat interleaved rounds and
+each figure is the median over the rounds (min..max beside it); the
 extensions are built with the running interpreter's compiler and headers.
+
+    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_exchange.py
 """
 
 import argparse
@@ -25,12 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "exchange"))
 import build_ext  # noqa: E402
 
 
-def median_of(repeat, fn):
-    return statistics.median(fn() for _ in range(repeat))
-
-
-def timeit_ns(stmt, number):
-    return timeit.timeit(stmt, number=number) / number * 1e9
+def timeit_ns(call, arg, number):
+    """ns per call of call(arg), timed by timeit's own loop (no wrapper)."""
+    return timeit.timeit("f(x)", globals={"f": call, "x": arg}, number=number) / number * 1e9
 
 
 def main():
@@ -61,46 +61,52 @@ def main():
     r, n, pn = args.repeat, args.n, args.py_n
     a = np.arange(12.0).reshape(3, 4)
     x = xproducer.XTensor([float(i) for i in range(12)], (3, 4))
+    t = dlbridge.from_dlpack(a) if dlbridge_table else None
 
-    rows = []
+    # (key, label, measure): each measure returns ns per tensor.
+    rows = [
+        ("np", "np.from_dlpack(numpy array)", lambda: timeit_ns(np.from_dlpack, a, pn)),
+        ("np_caps", "C: numpy a.__dlpack__() + capsule + deleter", lambda: loops.capsule_loop(a, n, False)),
+        ("x_table", "C: xproducer table from-py-object + deleter", lambda: loops.table_loop(x, n)),
+        ("x_view", "C: xproducer table borrowed DLTensor view", lambda: loops.view_loop(x, n)),
+        ("x_caps", "C: xproducer __dlpack__(max_version) + capsule + deleter",
+         lambda: loops.capsule_loop(x, n, True)),
+    ]
+    if dlbridge_table:
+        f = dlbridge.from_dlpack
+        rows += [
+            ("d_table", "C: dlbridge.Tensor table from-py-object + deleter", lambda: loops.table_loop(t, n)),
+            ("d_view", "C: dlbridge.Tensor table borrowed DLTensor view", lambda: loops.view_loop(t, n)),
+            ("d_caps", "C: dlbridge.Tensor __dlpack__(max_version) + capsule + deleter",
+             lambda: loops.capsule_loop(t, n, True)),
+            ("d_from_x", "dlbridge.from_dlpack(xproducer tensor), its table", lambda: timeit_ns(f, x, pn)),
+            ("d_from_t", "dlbridge.from_dlpack(dlbridge.Tensor), its table", lambda: timeit_ns(f, t, pn)),
+            ("d_from_np", "dlbridge.from_dlpack(numpy array), __dlpack__", lambda: timeit_ns(f, a, pn)),
+        ]
+    # Rounds interleave the measures, so that a change in the machine's load
+    # shifts all of them alike; each figure is the median over the rounds.
+    samples = {key: [] for key, _, _ in rows}
+    for _ in range(r):
+        for key, _, measure in rows:
+            samples[key].append(measure())
+    ns = {key: statistics.median(v) for key, v in samples.items()}
 
-    def row(name, ns):
-        rows.append((name, ns))
-        print("%-58s %9.1f ns" % (name, ns), flush=True)
-
-    print("numpy %s, Python %s; median of %d runs" % (np.__version__, sys.version.split()[0], r))
-    np_from = median_of(r, lambda: timeit_ns(lambda: np.from_dlpack(a), pn))
-    row("np.from_dlpack(numpy array)", np_from)
-    np_caps = median_of(r, lambda: loops.capsule_loop(a, n, False))
-    row("C: numpy a.__dlpack__() + capsule + deleter", np_caps)
-    x_table = median_of(r, lambda: loops.table_loop(x, n))
-    row("C: xproducer table from-py-object + deleter", x_table)
-    x_view = median_of(r, lambda: loops.view_loop(x, n))
-    row("C: xproducer table borrowed DLTensor view", x_view)
-    x_caps = median_of(r, lambda: loops.capsule_loop(x, n, True))
-    row("C: xproducer __dlpack__(max_version) + capsule + deleter", x_caps)
+    print("numpy %s, Python %s; median of %d interleaved rounds" % (np.__version__, sys.version.split()[0], r))
+    for key, label, _ in rows:
+        print("%-62s %8.1f ns  (%.1f..%.1f)" % (label, ns[key], min(samples[key]), max(samples[key])))
+    def ratio(num, den):
+        """Median over the rounds of num / den measured in the same round."""
+        return statistics.median(a / b for a, b in zip(samples[num], samples[den]))
 
     print()
-    print("ratios (lower is faster)")
-    print("  xproducer: table / capsule path                 %6.3f" % (x_table / x_caps))
-    print("  xproducer table (C) / np.from_dlpack(numpy)     %6.3f" % (x_table / np_from))
-
+    print("ratios, median of the per-round ratios (lower is faster)")
+    print("  xproducer: table / capsule path                     %6.3f" % ratio("x_table", "x_caps"))
     if dlbridge_table:
-        t = dlbridge.from_dlpack(a)
-        d_table = median_of(r, lambda: loops.table_loop(t, n))
-        row("C: dlbridge.Tensor table from-py-object + deleter", d_table)
-        d_view = median_of(r, lambda: loops.view_loop(t, n))
-        row("C: dlbridge.Tensor table borrowed DLTensor view", d_view)
-        d_caps = median_of(r, lambda: loops.capsule_loop(t, n, True))
-        row("C: dlbridge.Tensor __dlpack__(max_version) + capsule + deleter", d_caps)
-        d_from_x = median_of(r, lambda: timeit_ns(lambda: dlbridge.from_dlpack(x), pn))
-        row("dlbridge.from_dlpack(xproducer tensor) [its table]", d_from_x)
-        d_from_t = median_of(r, lambda: timeit_ns(lambda: dlbridge.from_dlpack(t), pn))
-        row("dlbridge.from_dlpack(dlbridge.Tensor) [its table]", d_from_t)
-        print("  dlbridge.Tensor: table / capsule path           %6.3f" % (d_table / d_caps))
-        print("  dlbridge.from_dlpack(xproducer) / np.from_dlpack %6.3f  (goal <= 0.5)" % (d_from_x / np_from))
-        print("  dlbridge.from_dlpack(dlbridge) / np.from_dlpack  %6.3f  (goal <= 0.5)" % (d_from_t / np_from))
-        print("  C loop through dlbridge's table: %.1f ns per tensor (goal <= 100)" % d_table)
+        print("  dlbridge.Tensor: table / capsule path               %6.3f" % ratio("d_table", "d_caps"))
+        print("  dlbridge.from_dlpack(xproducer) / np.from_dlpack    %6.3f  (goal <= 0.5)" % ratio("d_from_x", "np"))
+        print("  dlbridge.from_dlpack(dlbridge) / np.from_dlpack     %6.3f  (goal <= 0.5)" % ratio("d_from_t", "np"))
+        print("  dlbridge.from_dlpack(numpy) / np.from_dlpack        %6.3f" % ratio("d_from_np", "np"))
+        print("  C loop through dlbridge's table: %.1f ns per tensor (goal <= 100)" % ns["d_table"])
     counts = xproducer.counts()
     assert counts["exports"] == counts["deleters"], counts
 

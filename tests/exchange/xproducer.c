@@ -76,10 +76,13 @@ typedef struct {
 } XExport;
 
 static void xexport_free(XExport* e) {
-  PyGILState_STATE g = PyGILState_Ensure();
+  /* Deleters may run on any thread; take the GIL unless it is held. */
+  const int held = PyGILState_Check();
+  PyGILState_STATE g = PyGILState_UNLOCKED;
+  if (!held) g = PyGILState_Ensure();
   counts.deleters++;
   Py_XDECREF(e->owner);
-  PyGILState_Release(g);
+  if (!held) PyGILState_Release(g);
   free(e->storage);
   free(e);
 }
