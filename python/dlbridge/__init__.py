@@ -21,13 +21,15 @@ other failure of the library raises :class:`dlbridge.Error`, which carries
 ``status`` and ``status_name``.
 """
 
-from typing import Any, Iterable, Optional, Tuple, Union
+from typing import Any, Iterable, NamedTuple, Tuple, Union
 
 from . import _glue
 
 __all__ = [
+    "DeviceInfo",
     "Error",
     "Tensor",
+    "device_info",
     "empty",
     "from_buffer",
     "from_dlpack",
@@ -178,6 +180,25 @@ def empty(shape: Union[int, Iterable[int]], dtype: Any) -> Tensor:
     dims = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     result: Tensor = _glue.empty(dims, _dtype_name(dtype))
     return result
+
+
+class DeviceInfo(NamedTuple):
+    """What the library knows about a DLPack device type."""
+
+    device_type: int
+    name: str  #: "cpu", "cuda", "cuda_host", ...
+    host_readable: bool  #: the CPU reads the memory directly
+    address: bool  #: data is an address (False: an opaque handle, e.g. OpenCL)
+    has_streams: bool  #: the protocol's ``stream`` applies
+
+
+def device_info(device_type: int) -> DeviceInfo:
+    """The library's facts about a device type (``Tensor.device[0]``).
+
+    Raises :class:`Error` (``DLB_ERR_UNSUPPORTED_DEVICE``) for a number
+    DLPack does not define.
+    """
+    return DeviceInfo(*_glue.device_info(device_type))
 
 
 # The calls below are the extension's own functions: no Python frame between

@@ -10,7 +10,8 @@ Usage::
 
 It declares the DLPack structs (the 1.x layout, x86-64 / LP64), the option
 and backend structs, the constants, and every ``dlb_`` function of
-``include/dlbridge/dlbridge.h``. The test
+``include/dlbridge/dlbridge.h``. It lists no device types or dtype codes:
+those are asked of the library. The test
 suite checks it against the real header: the same functions with the same
 parameter types, the same struct sizes and field offsets, the same constants.
 Write the macros' values as plain numbers here, since cffi's ABI mode reads
@@ -19,20 +20,10 @@ only integer literals in ``#define``.
 
 CDEF = r"""
 /* ---- DLPack -------------------------------------------------------------- */
-typedef enum {
-  kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLOpenCL = 4, kDLVulkan = 7,
-  kDLMetal = 8, kDLVPI = 9, kDLROCM = 10, kDLROCMHost = 11, kDLExtDev = 12,
-  kDLCUDAManaged = 13, kDLOneAPI = 14, kDLWebGPU = 15, kDLHexagon = 16,
-  kDLMAIA = 17, kDLTrn = 18
-} DLDeviceType;
-
-typedef enum {
-  kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLOpaqueHandle = 3, kDLBfloat = 4,
-  kDLComplex = 5, kDLBool = 6, kDLFloat8_e3m4 = 7, kDLFloat8_e4m3 = 8,
-  kDLFloat8_e4m3b11fnuz = 9, kDLFloat8_e4m3fn = 10, kDLFloat8_e4m3fnuz = 11,
-  kDLFloat8_e5m2 = 12, kDLFloat8_e5m2fnuz = 13, kDLFloat8_e8m0fnu = 14,
-  kDLFloat6_e2m3fn = 15, kDLFloat6_e3m2fn = 16, kDLFloat4_e2m1fn = 17
-} DLDataTypeCode;
+/* Device types and type codes are plain integers here: what they mean is
+   asked of the library (dlb_device_type_info, dlb_dtype_name,
+   dlb_dtype_from_name), never listed in a binding. */
+typedef int32_t DLDeviceType;
 
 typedef struct {
   DLDeviceType device_type;
@@ -155,6 +146,7 @@ typedef enum dlb_copy_policy {
 
 #define DLB_EXPORT_READ_ONLY 1
 #define DLB_EXPORT_ALLOW_READ_ONLY_LEGACY 2
+#define DLB_EXPORT_STREAM_GIVEN 4
 #define DLB_STREAM_NONE 0
 
 typedef struct dlb_export_options {
@@ -227,6 +219,24 @@ dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage,
                                    const DLTensor* layout, uint64_t flags,
                                    dlb_buffer** out);
 void dlb_backend_set_error(const char* message);
+
+/* ---- Devices and protocol rules ------------------------------------------ */
+#define DLB_DEVICE_KNOWN 1
+#define DLB_DEVICE_HOST_READABLE 2
+#define DLB_DEVICE_ADDRESS 4
+#define DLB_DEVICE_HAS_STREAMS 8
+
+typedef struct dlb_device_info {
+  size_t struct_size;
+  int32_t device_type;
+  uint32_t flags;
+  const char* name;
+} dlb_device_info;
+
+dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out);
+dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* strides_out);
+dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
+                              dlb_buffer** out);
 """
 
 # The struct types a binding allocates or reads, for layout checks.
@@ -240,6 +250,7 @@ STRUCTS = (
     "dlb_export_options",
     "dlb_import_options",
     "dlb_backend_vtable",
+    "dlb_device_info",
 )
 
 

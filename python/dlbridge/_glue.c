@@ -42,7 +42,6 @@ static allocfunc g_tensor_alloc;
 static PyObject* g_error_type;      /* dlbridge.Error, set by register() */
 static PyObject* g_legacy_types;    /* producer types that refused max_version */
 static PyObject* g_str_dlpack;
-static PyObject* g_str_dlpack_device;
 static PyObject* g_max_version;     /* (DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR) */
 /* Py_IsFinalizing (3.13) or _Py_IsFinalizing (3.10-3.12), looked up once in
  * the running interpreter: neither is in the 3.10 limited API. May be NULL. */
@@ -72,9 +71,13 @@ PyObject* dlbpy_raise_status(dlb_status status) {
   return raise_error(status, dlb_last_error_message());
 }
 
-/* BufferError "DLB_ERR_X: message", what the protocol asks of __dlpack__. */
+/* An export failure, "DLB_ERR_X: message": BufferError when the data cannot
+ * be exported, as the protocol asks of __dlpack__; ValueError when the
+ * library refused an argument (a stream for host memory, stream 0 on CUDA,
+ * an unknown copy policy), which the standard keeps apart from BufferError. */
 static PyObject* raise_buffer_error(dlb_status status) {
-  PyErr_Format(PyExc_BufferError, "%s: %s", dlb_status_name(status), dlb_last_error_message());
+  PyObject* type = status == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : PyExc_BufferError;
+  PyErr_Format(type, "%s: %s", dlb_status_name(status), dlb_last_error_message());
   return NULL;
 }
 
@@ -365,25 +368,17 @@ static PyObject* tensor_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t
     options.target_device.device_id = (int32_t)device[1];
   }
   if (stream != NULL) {
-    DLTensor t;
-    const dlb_status s = dlb_buffer_dltensor(buffer, &t);
-    if (s != DLB_OK) return raise_buffer_error(s);
-    const int own_type = (int)t.device.device_type;
-    if (own_type == kDLCPU) {
-      PyErr_Format(PyExc_ValueError, "stream must be None for a CPU tensor, not %R", stream);
-      return NULL;
-    }
+    /* The library decides what a stream means for the buffer's device
+     * (refused for host memory, 0 refused where streams exist, ...): the
+     * value goes through as given. */
     if (!PyLong_Check(stream)) {
-      PyErr_Format(PyExc_TypeError, "stream must be an int, not %R", stream);
+      PyErr_Format(PyExc_TypeError, "stream must be an int or None, not %R", stream);
       return NULL;
     }
     const long long value = PyLong_AsLongLong(stream);
     if (value == -1 && PyErr_Occurred()) return NULL;
-    if (value == 0 && (own_type == kDLCUDA || own_type == kDLROCM)) {
-      PyErr_SetString(PyExc_ValueError, "stream 0 is not allowed (use 1 or 2)");
-      return NULL;
-    }
     options.stream = (int64_t)value;
+    options.flags |= DLB_EXPORT_STREAM_GIVEN;
   }
   return dlbpy_export_capsule(buffer, &options, versioned);
 }
@@ -512,14 +507,32 @@ static PyObject* import_to_tensor(PyObject* capsule) {
   return dlbpy_tensor_new(buffer);
 }
 
-/* A fresh host copy of `tensor` (a new Tensor); `tensor` is consumed. */
-static PyObject* host_copy(PyObject* tensor) {
-  if (tensor == NULL) return NULL;
-  dlb_buffer* copy = NULL;
-  const dlb_status s = dlb_buffer_to_host(((dlbpy_tensor*)tensor)->buffer, &copy);
+/* `tensor` (consumed) as the consumer's device and copy policy ask: itself
+ * when it satisfies them, else the library's copy (dlb_buffer_resolve, the
+ * export planner's decision for a producer that could not be asked). */
+static PyObject* resolve(PyObject* tensor, const long long* device, int policy) {
+  if (tensor == NULL || (device == NULL && policy == DLB_COPY_IF_NEEDED)) return tensor;
+  dlb_export_options options;
+  dlb_export_options_init(&options);
+  options.copy = policy;
+  if (device != NULL) {
+    options.has_target_device = 1;
+    options.target_device.device_type = (DLDeviceType)device[0];
+    options.target_device.device_id = (int32_t)device[1];
+  }
+  dlb_buffer* buffer = ((dlbpy_tensor*)tensor)->buffer;
+  dlb_buffer* out = NULL;
+  const dlb_status s = dlb_buffer_resolve(buffer, &options, &out);
+  if (s != DLB_OK) {
+    Py_DECREF(tensor);
+    return raise_buffer_error(s);
+  }
+  if (out == buffer) {
+    dlb_buffer_release(out);
+    return tensor;
+  }
   Py_DECREF(tensor);
-  if (s != DLB_OK) return dlbpy_raise_status(s);
-  return dlbpy_tensor_new(copy);
+  return dlbpy_tensor_new(out);
 }
 
 /* Whether a TypeError from __dlpack__(max_version=..., ...) is CPython
@@ -548,40 +561,13 @@ static int is_keyword_refusal(PyObject* error) {
 }
 
 /* The legacy protocol: the producer cannot be asked for a copy or a device,
- * so both are decided here. */
-static PyObject* legacy_import(PyObject* obj, PyObject* method, const long long* device,
-                               int policy) {
-  int need_copy = policy == DLB_COPY_ALWAYS;
-  if (device != NULL) {
-    PyObject* source = PyObject_CallMethodObjArgs(obj, g_str_dlpack_device, NULL);
-    if (source == NULL) return NULL;
-    long long from[2];
-    const int bad = int_pair(source, "__dlpack_device__()", "(device_type, device_id)", from);
-    Py_DECREF(source);
-    if (bad) return NULL;
-    if (from[0] != device[0] || from[1] != device[1]) {
-      const int host_readable = from[0] == kDLCPU || from[0] == kDLCUDAHost ||
-                                from[0] == kDLROCMHost || from[0] == kDLCUDAManaged;
-      if (device[0] == kDLCPU && host_readable) {
-        if (policy == DLB_COPY_NEVER) {
-          PyErr_Format(PyExc_BufferError,
-                       "moving from device (%lld, %lld) to (%lld, %lld) needs a copy and copy=False",
-                       from[0], from[1], device[0], device[1]);
-          return NULL;
-        }
-        need_copy = 1;
-      } else {
-        PyErr_Format(PyExc_BufferError, "cannot move a tensor from device (%lld, %lld) to (%lld, %lld)",
-                     from[0], from[1], device[0], device[1]);
-        return NULL;
-      }
-    }
-  }
+ * so the library decides both on what it got. */
+static PyObject* legacy_import(PyObject* method, const long long* device, int policy) {
   PyObject* capsule = PyObject_CallObject(method, NULL);
   if (capsule == NULL) return NULL;
   PyObject* tensor = import_to_tensor(capsule);
   Py_DECREF(capsule);
-  return need_copy ? host_copy(tensor) : tensor;
+  return resolve(tensor, device, policy);
 }
 
 /* from_dlpack(obj, *, device=None, copy=None) */
@@ -634,8 +620,7 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     if (PyCapsule_CheckExact(obj)) { /* a capsule straight from a to_dlpack() */
       PyErr_Clear();
-      PyObject* tensor = import_to_tensor(obj);
-      return policy == DLB_COPY_ALWAYS ? host_copy(tensor) : tensor;
+      return resolve(import_to_tensor(obj), device_arg != NULL ? device : NULL, policy);
     }
     PyErr_Clear();
     PyErr_Format(PyExc_AttributeError,
@@ -677,12 +662,12 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(trace);
-    result = legacy_import(obj, method, device_arg != NULL ? device : NULL, policy);
+    result = legacy_import(method, device_arg != NULL ? device : NULL, policy);
     /* Remembered only once the legacy call worked. */
     if (result != NULL && PySet_Add(g_legacy_types, producer) != 0) Py_CLEAR(result);
     goto done;
   }
-  result = legacy_import(obj, method, device_arg != NULL ? device : NULL, policy);
+  result = legacy_import(method, device_arg != NULL ? device : NULL, policy);
 done:
   Py_DECREF(method);
   return result;
@@ -940,6 +925,29 @@ static PyObject* glue_register(PyObject* module, PyObject* const* args, Py_ssize
   Py_RETURN_NONE;
 }
 
+/* device_info(device_type) -> (device_type, name, host_readable, address,
+ * has_streams), the library's device table; dlbridge.Error
+ * (DLB_ERR_UNSUPPORTED_DEVICE) for a type DLPack does not define. */
+static PyObject* glue_device_info(PyObject* module, PyObject* arg) {
+  (void)module;
+  const long long value = PyLong_AsLongLong(arg);
+  if (value == -1 && PyErr_Occurred()) return NULL;
+  if (value < INT32_MIN || value > INT32_MAX) {
+    char text[80];
+    snprintf(text, sizeof text, "device type %lld is not an int32", value);
+    return raise_error(DLB_ERR_UNSUPPORTED_DEVICE, text);
+  }
+  dlb_device_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  const dlb_status s = dlb_device_type_info((int32_t)value, &info);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return Py_BuildValue("(isNNN)", (int)info.device_type, info.name,
+                       PyBool_FromLong((info.flags & DLB_DEVICE_HOST_READABLE) != 0),
+                       PyBool_FromLong((info.flags & DLB_DEVICE_ADDRESS) != 0),
+                       PyBool_FromLong((info.flags & DLB_DEVICE_HAS_STREAMS) != 0));
+}
+
 static PyObject* glue_is_legacy_producer(PyObject* module, PyObject* type) {
   (void)module;
   const int found = PySet_Contains(g_legacy_types, type);
@@ -1023,6 +1031,8 @@ static PyMethodDef module_methods[] = {
      "Managed tensors exported by the library whose deleter has not yet run."},
     {"status_name", glue_status_name, METH_O, "status_name(code) -> str"},
     {"library_path", glue_library_path, METH_NOARGS, "library_path() -> str"},
+    {"device_info", glue_device_info, METH_O,
+     "device_info(device_type) -> (device_type, name, host_readable, address, has_streams)"},
     {"is_legacy_producer", glue_is_legacy_producer, METH_O,
      "is_legacy_producer(type) -> bool: whether the type was found to refuse max_version"},
     {NULL, NULL, 0, NULL},
@@ -1045,11 +1055,10 @@ PyMODINIT_FUNC PyInit__glue(void) {
   g_base_type = (PyTypeObject*)PyType_FromSpec(&tensor_spec);
   g_legacy_types = PySet_New(NULL);
   g_str_dlpack = PyUnicode_InternFromString("__dlpack__");
-  g_str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
   g_max_version = Py_BuildValue("(ii)", DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR);
   const DLPackVersion written = dlb_dlpack_version();
   if (g_base_type == NULL || g_legacy_types == NULL || g_str_dlpack == NULL ||
-      g_str_dlpack_device == NULL || g_max_version == NULL ||
+      g_max_version == NULL ||
       PyModule_AddObject(module, "TensorBase", (PyObject*)g_base_type) != 0) {
     Py_DECREF(module);
     return NULL;

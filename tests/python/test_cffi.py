@@ -134,11 +134,18 @@ def _dtype(ffi, code, bits):
     return ffi.new("DLDataType*", {"code": code, "bits": bits, "lanes": 1})[0]
 
 
+def _named(ffi, lib, name):
+    """A dtype by name, as the library parses it (the cdef lists no codes)."""
+    out = ffi.new("DLDataType*")
+    assert lib.dlb_dtype_from_name(name.encode(), out) == 0
+    return out[0]
+
+
 def test_alloc_export_import_through_cffi(ffi_lib):
     ffi, lib = ffi_lib
     shape = ffi.new("int64_t[2]", [2, 3])
     buf = ffi.new("dlb_buffer**")
-    assert lib.dlb_buffer_alloc(_cpu(ffi), _dtype(ffi, lib.kDLFloat, 32), 2, shape, buf) == 0
+    assert lib.dlb_buffer_alloc(_cpu(ffi), _named(ffi, lib, "float32"), 2, shape, buf) == 0
     view = ffi.new("DLTensor*")
     assert lib.dlb_buffer_dltensor(buf[0], view) == 0
     assert view.ndim == 2 and list(view.shape[0:2]) == [2, 3] and list(view.strides[0:2]) == [3, 1]
@@ -193,7 +200,7 @@ def test_wrap_with_a_cffi_release_callback(ffi_lib):
     view.data = memory
     view.device = _cpu(ffi)
     view.ndim = 1
-    view.dtype = _dtype(ffi, lib.kDLInt, 16)
+    view.dtype = _named(ffi, lib, "int16")
     view.shape = shape
     buf = ffi.new("dlb_buffer**")
     assert lib.dlb_buffer_wrap(view, lib.DLB_BUFFER_READ_ONLY, release,
@@ -216,7 +223,7 @@ def test_error_calls_through_cffi(ffi_lib):
     assert ffi.string(lib.dlb_last_error_message()) == b""
     shape = ffi.new("int64_t[1]", [-3])
     buf = ffi.new("dlb_buffer**")
-    status = lib.dlb_buffer_alloc(_cpu(ffi), _dtype(ffi, lib.kDLFloat, 32), 1, shape, buf)
+    status = lib.dlb_buffer_alloc(_cpu(ffi), _named(ffi, lib, "float32"), 1, shape, buf)
     assert status == lib.DLB_ERR_MALFORMED
     assert buf[0] == ffi.NULL  # out untouched
     assert lib.dlb_last_error_code() == status
@@ -236,7 +243,7 @@ def test_deleted_buffer_through_cffi(ffi_lib):
     ffi, lib = ffi_lib
     shape = ffi.new("int64_t[1]", [4])
     buf = ffi.new("dlb_buffer**")
-    assert lib.dlb_buffer_alloc(_cpu(ffi), _dtype(ffi, lib.kDLUInt, 8), 1, shape, buf) == 0
+    assert lib.dlb_buffer_alloc(_cpu(ffi), _named(ffi, lib, "uint8"), 1, shape, buf) == 0
     assert lib.dlb_buffer_delete(buf[0]) == 0
     out = ffi.new("DLManagedTensorVersioned**")
     assert lib.dlb_export_versioned(buf[0], ffi.NULL, out) == lib.DLB_ERR_DELETED
@@ -258,5 +265,105 @@ def test_ctypes_declarations_agree_with_the_cdef(ffi_lib):
         for field, *_ in cls._fields_:
             assert getattr(cls, field).offset == ffi.offsetof(name, field), (name, field)
     for name in dir(_lib):
-        if name.startswith(("DLB_", "kDL")):
+        if name.startswith("DLB_"):
             assert getattr(_lib, name) == getattr(lib, name), name
+        elif name.startswith("kDL"):
+            # A device type the ctypes layer names must be the one the
+            # library's device table gives that name.
+            info = ffi.new("dlb_device_info*", {"struct_size": ffi.sizeof("dlb_device_info")})
+            assert lib.dlb_device_type_info(getattr(_lib, name), info) == 0, name
+            assert ffi.string(info.name).decode().replace("_", "") == name[3:].lower(), name
+
+
+# ---------------------------------------------------------------------------
+# (c) facts and decisions asked of the library, not kept in the cdef
+# ---------------------------------------------------------------------------
+
+
+def test_cdef_keeps_no_device_or_dtype_list():
+    assert "kDL" not in CDEF
+    # The only enum left is the copy policy, which is the library's own.
+    assert re.findall(r"typedef enum (\w*)", CDEF) == ["dlb_copy_policy"]
+
+
+def _device_table_through_cffi(ffi, lib):
+    table = {}
+    for code in range(-1, 256):
+        info = ffi.new("dlb_device_info*", {"struct_size": ffi.sizeof("dlb_device_info")})
+        status = lib.dlb_device_type_info(code, info)
+        if status == lib.DLB_OK:
+            assert info.device_type == code
+            table[code] = (int(info.flags), ffi.string(info.name).decode())
+        else:
+            assert status == lib.DLB_ERR_UNSUPPORTED_DEVICE, code
+            assert str(code).encode() in ffi.string(lib.dlb_last_error_message())
+            assert info.name == ffi.NULL  # untouched
+    return table
+
+
+@needs_cc
+def test_device_table_through_cffi_matches_a_c_program(ffi_lib, tmp_path):
+    ffi, lib = ffi_lib
+    source = tmp_path / "devices.c"
+    source.write_text(
+        "#include <stdio.h>\n#include <dlbridge/dlbridge.h>\n"
+        "int main(void) {\n"
+        "  for (int code = -1; code < 256; ++code) {\n"
+        "    dlb_device_info info;\n"
+        "    info.struct_size = sizeof info;\n"
+        "    if (dlb_device_type_info(code, &info) == DLB_OK)\n"
+        "      printf(\"%d %u %s\\n\", code, info.flags, info.name);\n"
+        "  }\n"
+        "  return 0;\n}\n")
+    exe = tmp_path / "devices"
+    libdir = os.path.dirname(library_path())
+    subprocess.run([CC, "-std=c99", "-I", os.path.join(ROOT, "include"), str(source), "-o", str(exe),
+                    library_path(), "-Wl,-rpath," + libdir], check=True)
+    from_c = {}
+    for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
+        code, flags, name = line.split()
+        from_c[int(code)] = (int(flags), name)
+    table = _device_table_through_cffi(ffi, lib)
+    assert table == from_c
+    # DLPack defines 1..20 except 5 and 6.
+    assert sorted(table) == [c for c in range(1, 21) if c not in (5, 6)]
+    assert table[13] == (lib.DLB_DEVICE_KNOWN | lib.DLB_DEVICE_HOST_READABLE | lib.DLB_DEVICE_ADDRESS
+                         | lib.DLB_DEVICE_HAS_STREAMS, "cuda_managed")
+
+
+def test_compact_strides_through_cffi(ffi_lib):
+    ffi, lib = ffi_lib
+    shape = ffi.new("int64_t[3]", [4, 1, 6])
+    strides = ffi.new("int64_t[3]")
+    assert lib.dlb_compact_strides(3, shape, strides) == 0
+    assert list(strides) == [6, 6, 1]
+    shape[1] = -2
+    assert lib.dlb_compact_strides(3, shape, strides) == lib.DLB_ERR_INVALID_ARGUMENT
+    assert list(strides) == [6, 6, 1]
+
+
+def test_resolve_and_stream_rules_through_cffi(ffi_lib):
+    ffi, lib = ffi_lib
+    shape = ffi.new("int64_t[1]", [4])
+    buf = ffi.new("dlb_buffer**")
+    assert lib.dlb_buffer_alloc(_cpu(ffi), _named(ffi, lib, "float32"), 1, shape, buf) == 0
+    options = ffi.new("dlb_export_options*")
+    lib.dlb_export_options_init(options)
+    out = ffi.new("dlb_buffer**")
+    assert lib.dlb_buffer_resolve(buf[0], options, out) == 0
+    assert out[0] == buf[0]
+    assert lib.dlb_buffer_refcount(buf[0]) == 2
+    lib.dlb_buffer_release(out[0])
+    options.copy = lib.DLB_COPY_ALWAYS
+    assert lib.dlb_buffer_resolve(buf[0], options, out) == 0
+    assert out[0] != buf[0]
+    assert lib.dlb_buffer_flags(out[0]) == lib.DLB_BUFFER_COPIED
+    lib.dlb_buffer_release(out[0])
+    # A literal stream 0 given for host memory is refused.
+    options.copy = lib.DLB_COPY_IF_NEEDED
+    options.flags = lib.DLB_EXPORT_STREAM_GIVEN
+    exported = ffi.new("DLManagedTensorVersioned**")
+    assert lib.dlb_export_versioned(buf[0], options, exported) == lib.DLB_ERR_INVALID_ARGUMENT
+    assert b"host memory" in ffi.string(lib.dlb_last_error_message())
+    assert lib.dlb_buffer_resolve(buf[0], options, out) == lib.DLB_ERR_INVALID_ARGUMENT
+    lib.dlb_buffer_release(buf[0])

@@ -9,7 +9,10 @@ import os
 import subprocess
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # tests that use it are skipped (conftest)
+    np = None
 import pytest
 
 import dlbridge
@@ -117,3 +120,36 @@ def test_register_checks_its_arguments():
         _glue.register(int, dlbridge.Error)
     with pytest.raises(TypeError):
         _glue.register(dlbridge.Tensor)
+
+
+class DeviceInfoStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("device_type", ctypes.c_int32),
+                ("flags", ctypes.c_uint32), ("name", ctypes.c_char_p)]
+
+
+def test_device_info_is_the_librarys_table():
+    # Every device type 0..255 (and a few far ones): the package answers
+    # exactly what dlb_device_type_info answers, asked here directly.
+    f = clib().dlb_device_type_info
+    f.restype = ctypes.c_int32
+    f.argtypes = [ctypes.c_int32, ctypes.POINTER(DeviceInfoStruct)]
+    known = 0
+    for device_type in list(range(256)) + [-1, 2 ** 31 - 1, -2 ** 31]:
+        info = DeviceInfoStruct(ctypes.sizeof(DeviceInfoStruct))
+        status = f(device_type, ctypes.byref(info))
+        if status != 0:
+            with pytest.raises(dlbridge.Error) as caught:
+                dlbridge.device_info(device_type)
+            assert caught.value.status == status
+            assert caught.value.status_name == "DLB_ERR_UNSUPPORTED_DEVICE"
+            assert str(device_type) in str(caught.value)
+            continue
+        known += 1
+        got = dlbridge.device_info(device_type)
+        assert got == (device_type, info.name.decode(), bool(info.flags & 2), bool(info.flags & 4),
+                       bool(info.flags & 8))
+    assert known >= 18  # DLPack 1.3 defines 1..20 minus 5 and 6
+    cpu = dlbridge.device_info(dlbridge.empty(1, "int8").device[0])
+    assert (cpu.name, cpu.host_readable, cpu.address, cpu.has_streams) == ("cpu", True, True, False)
+    with pytest.raises(dlbridge.Error):
+        dlbridge.device_info(2 ** 40)
