@@ -264,3 +264,44 @@ def test_the_example_consumer_takes_a_dlbridge_tensor():
     assert info["shape"] == (2, 3) and info["strides"] == (3, 1)
     assert info["sum"] == 15.0
     assert info["version"][0] == 1
+
+
+def test_a_type_that_gains_a_table_is_looked_at_again():
+    """A type found without a table is remembered as such, and looked at
+    again within 256 of its exchanges (docs/exchange-api.md)."""
+
+    class Sub(XTensor):
+        pass
+
+    cap = XTensor.__dlpack_c_exchange_api__
+    del XTensor.__dlpack_c_exchange_api__  # Sub has none along its MRO now
+    s = Sub([1.0, 2.0], (2,))
+    assert dlbridge.from_dlpack(s).data_ptr == s.data_ptr
+    assert counts()["dlpack"] == 1 and counts()["from_py"] == 0
+    XTensor.__dlpack_c_exchange_api__ = cap  # inherited by Sub from here on
+    for _ in range(256):
+        dlbridge.from_dlpack(s)
+    c = counts()
+    assert c["from_py"] >= 1  # the table was found again
+    assert c["dlpack"] + c["from_py"] == 257
+    before = c["from_py"]
+    dlbridge.from_dlpack(s)
+    assert counts()["from_py"] == before + 1 and counts()["dlpack"] == c["dlpack"]
+
+
+def test_to_py_object_refuses_a_malformed_tensor_and_still_frees_it():
+    calls = []
+    deleter = xtable.DELETER(lambda p: calls.append(1))
+    shape = (ct.c_int64 * 1)(-2)
+    mt = xtable.DLManagedTensorVersioned()
+    mt.version = xtable.DLPackVersion(1, 3)
+    mt.deleter = deleter
+    mt.dl_tensor.data = ct.addressof(shape)
+    mt.dl_tensor.device = xtable.DLDevice(1, 0)
+    mt.dl_tensor.ndim = 1
+    mt.dl_tensor.dtype = xtable.DLDataType(2, 64, 1)
+    mt.dl_tensor.shape = ct.cast(shape, ct.POINTER(ct.c_int64))
+    mt.dl_tensor.strides = ct.cast(shape, ct.POINTER(ct.c_int64))
+    with pytest.raises(BufferError, match="DLB_ERR_MALFORMED"):
+        dlbridge_table().managed_tensor_to_py_object_no_sync(ct.pointer(mt), ct.byref(ct.c_void_p()))
+    assert calls == [1]

@@ -553,7 +553,8 @@ static PyType_Slot xtensor_slots[] = {
     {Py_tp_getset, xtensor_getset},
     {0, NULL}};
 
-static PyType_Spec xtensor_spec = {"xproducer.XTensor", sizeof(XTensor), 0, Py_TPFLAGS_DEFAULT, xtensor_slots};
+static PyType_Spec xtensor_spec = {"xproducer.XTensor", sizeof(XTensor), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+                                   xtensor_slots};
 
 /* ---- module --------------------------------------------------------------- */
 
