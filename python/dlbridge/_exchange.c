@@ -137,7 +137,7 @@ PyObject* dlbpy_exchange_capsule(void) {
 /* Consumer                                                                 */
 /* ------------------------------------------------------------------------ */
 
-enum { kCacheSlots = 32, kNegativeRecheck = 256, kMaxChain = 16 };
+enum { kCacheSlots = 64, kProbes = 4, kNegativeRecheck = 256, kMaxChain = 16 };
 
 typedef struct {
   PyObject* type;    /* owned; NULL: empty slot */
@@ -146,13 +146,36 @@ typedef struct {
   int recheck;       /* exchanges left before a type without a table is looked at again */
 } cache_entry;
 
+/* Open addressing: a type sits in one of kProbes slots from its hash, so
+ * that two busy types rarely push each other out. */
 static cache_entry g_cache[kCacheSlots];
+static unsigned g_evict; /* which probe a full neighbourhood gives up next */
 static PyObject* g_attr_name;     /* "__dlpack_c_exchange_api__" */
 static PyObject* g_attr_name_old; /* "__c_dlpack_exchange_api__" */
 
-static cache_entry* slot_of(PyObject* type) {
+static size_t home_of(PyObject* type) {
   const uintptr_t p = (uintptr_t)type;
-  return &g_cache[((p >> 4) ^ (p >> 12)) % kCacheSlots];
+  return (size_t)((p >> 4) ^ (p >> 12));
+}
+
+/* The entry of `type`, or NULL. */
+static cache_entry* find_entry(PyObject* type) {
+  const size_t home = home_of(type);
+  for (size_t i = 0; i < kProbes; ++i) {
+    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    if (e->type == type) return e;
+  }
+  return NULL;
+}
+
+/* A slot for a new entry of `type`: an empty one, else one to reuse. */
+static cache_entry* free_entry(PyObject* type) {
+  const size_t home = home_of(type);
+  for (size_t i = 0; i < kProbes; ++i) {
+    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    if (e->type == NULL) return e;
+  }
+  return &g_cache[(home + (g_evict++ % kProbes)) % kCacheSlots];
 }
 
 /* The capsule type(obj) publishes under the current name or the earlier
@@ -195,18 +218,19 @@ static const DLPackExchangeAPI* usable_table(PyObject* capsule) {
 
 /* 1 with *api set, 0 when type has no usable table, -1 on error. */
 static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
-  cache_entry* e = slot_of(type);
-  if (e->type == type && e->capsule == NULL && --e->recheck > 0) return 0;
+  cache_entry* e = find_entry(type);
+  if (e != NULL && e->capsule == NULL && --e->recheck > 0) return 0;
   PyObject* capsule = NULL;
   if (lookup_capsule(type, &capsule) != 0) return -1;
-  /* The lookup may have run Python code that used the cache: read it again. */
-  e = slot_of(type);
-  if (e->type == type && e->capsule == capsule && capsule != NULL) {
+  /* The lookup may have run Python code that used the cache: find again. */
+  e = find_entry(type);
+  if (e != NULL && e->capsule == capsule && capsule != NULL) {
     Py_DECREF(capsule);
     *api = e->api;
     return e->api != NULL;
   }
-  /* A new type for this slot, or the type's attribute changed. */
+  /* A type not cached yet, or its attribute changed. */
+  if (e == NULL) e = free_entry(type);
   const DLPackExchangeAPI* found = capsule != NULL ? usable_table(capsule) : NULL;
   PyObject* old_type = e->type;
   PyObject* old_capsule = e->capsule;

@@ -305,3 +305,16 @@ def test_to_py_object_refuses_a_malformed_tensor_and_still_frees_it():
     with pytest.raises(BufferError, match="DLB_ERR_MALFORMED"):
         dlbridge_table().managed_tensor_to_py_object_no_sync(ct.pointer(mt), ct.byref(ct.c_void_p()))
     assert calls == [1]
+
+
+def test_many_producer_types_each_keep_their_table():
+    """More types than the cache holds: entries are reused, never mixed up."""
+    classes = [type("S%d" % i, (XTensor,), {}) for i in range(100)]
+    objs = [cls([float(i)], (1,)) for i, cls in enumerate(classes)]
+    for _ in range(2):
+        for i, o in enumerate(objs):
+            t = dlbridge.from_dlpack(o)
+            assert t.data_ptr == o.data_ptr
+            assert values_of(t) == [float(i)]
+    c = counts()
+    assert c["from_py"] == 200 and c["dlpack"] == 0
