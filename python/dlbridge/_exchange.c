@@ -255,6 +255,11 @@ PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int
   }
   if (found == 0) return NULL;
   *handled = 1;
+  if (device != NULL &&
+      (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
+    PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
+    return NULL;
+  }
 
   DLManagedTensorVersioned* tensor = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0) {
@@ -270,8 +275,7 @@ PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int
   dlb_buffer* buffer = NULL;
   const dlb_status s = dlb_import_versioned(tensor, NULL, &buffer);
   if (s != DLB_OK) {
-    PyObject* error = dlbpy_raise_status(s);
-    (void)error;
+    (void)dlbpy_raise_status(s);
     /* Still ours: free it with the exception kept aside, since the
      * deleter may run Python code. */
     PyObject *type, *value, *trace;
@@ -288,11 +292,6 @@ PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int
     dlb_export_options_init(&options);
     options.copy = policy;
     if (device != NULL) {
-      if (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX) {
-        dlb_buffer_release(buffer);
-        PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
-        return NULL;
-      }
       options.has_target_device = 1;
       const int32_t device_type = (int32_t)device[0];
       memcpy(&options.target_device.device_type, &device_type, sizeof device_type);

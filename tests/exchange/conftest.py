@@ -25,15 +25,22 @@ import xproducer  # noqa: E402
 
 
 def _library_path():
+    """DLBRIDGE_LIBRARY, else the library the dlbridge package loaded, else
+    build/dev's."""
     path = os.environ.get("DLBRIDGE_LIBRARY")
     if path:
         return path
-    return os.path.join(build_ext.ROOT, "build", "dev", "src", "libdlbridge.so")
+    try:
+        import dlbridge._lib
+
+        return dlbridge._lib.path
+    except ImportError:
+        return os.path.join(build_ext.ROOT, "build", "dev", "src", "libdlbridge.so")
 
 
 @pytest.fixture(scope="session")
 def libdlbridge():
-    """libdlbridge.so through ctypes (DLBRIDGE_LIBRARY, else build/dev)."""
+    """libdlbridge.so through ctypes (see _library_path)."""
     path = _library_path()
     if not os.path.exists(path):
         pytest.fail("libdlbridge.so not found at %s (set DLBRIDGE_LIBRARY)" % path)
