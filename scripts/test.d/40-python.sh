@@ -69,6 +69,12 @@ case "$(echo "$where" | sed -n 2p)" in
   *) echo "40-python: the package did not load its bundled libdlbridge" >&2; exit 1 ;;
 esac
 
+runpath=$(readelf -d "$site/dlbridge/_glue.abi3.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\].*/\1/p')
+if [ "$runpath" != '$ORIGIN/../.dlbridge.mesonpy.libs' ]; then
+  echo "40-python: the installed extension's RUNPATH is '$runpath', not only the bundled library's" >&2
+  exit 1
+fi
+
 echo "== 40-python: mypy --strict over the installed package"
 "$venv/bin/python" -m mypy --strict --no-incremental -p dlbridge
 

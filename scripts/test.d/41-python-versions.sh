@@ -5,7 +5,8 @@
 # each pyenv CPython 3.10, 3.12 and 3.13 (~/.pyenv/versions), and the tests
 # that need neither numpy nor torch run there (the others skip themselves).
 # pytest comes from Debian (/usr/lib/python3/dist-packages, pure Python):
-# only its own packages are put on the venv's path, through a .pth file.
+# only its own packages (and python3-exceptiongroup, which it needs on 3.10)
+# are put on the venv's path, through a .pth file.
 # An interpreter that is not installed is reported and skipped.
 #
 #   bash scripts/test.d/41-python-versions.sh <build-dir>

@@ -115,9 +115,12 @@ def test_release_from_a_thread_python_never_saw():
 
 EXIT_SCRIPT = r"""
 import sys, threading, array
-import numpy as np
 import dlbridge
-torch = None
+np = torch = None
+try:
+    import numpy as np
+except ImportError:
+    pass
 try:
     import torch
 except ImportError:
@@ -128,20 +131,22 @@ src = bytearray(64)
 t = dlbridge.from_buffer(src)
 keep.append(t.__dlpack__())                       # capsule never consumed
 keep.append(t.__dlpack__(max_version=(1, 0)))
-keep.append(np.from_dlpack(t))                    # consumed by numpy
+keep.append(dlbridge.from_dlpack(t))              # dlbridge holding its own export
+if np is not None:
+    keep.append(np.from_dlpack(t))                # consumed by numpy
+    a = np.arange(10.0)
+    keep.append(dlbridge.from_dlpack(a))          # import holding a numpy array
 if torch is not None:
     keep.append(torch.from_dlpack(t))
     g = torch.arange(10.0)
     keep.append(dlbridge.from_dlpack(g))          # import holding torch memory
-a = np.arange(10.0)
-keep.append(dlbridge.from_dlpack(a))              # import holding a numpy array
 keep.append(dlbridge.from_buffer(array.array("d", [1.0])))
 
 stop = threading.Event()
 def churn():
     x = dlbridge.from_buffer(bytearray(16))
     while not stop.is_set():
-        y = np.from_dlpack(x)
+        y = dlbridge.from_dlpack(x)
         z = x.__dlpack__()
         del y, z
 worker = threading.Thread(target=churn, daemon=True)

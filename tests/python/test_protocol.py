@@ -401,3 +401,14 @@ def test_a_failing_legacy_call_marks_nothing():
     with pytest.raises(TypeError, match="broken for good"):
         dlbridge.from_dlpack(Broken())
     assert not dlbridge._glue.is_legacy_producer(Broken)
+
+
+def test_data_ptr_of_a_zero_size_tensor_is_its_address():
+    # As the docstring says: the buffer's data pointer plus byte offset,
+    # never 0 (DLPack consumers skip the deleter of a NULL-data tensor).
+    t = dlbridge.empty((0, 3), "float32")
+    assert t.size == 0 and t.data_ptr != 0
+    assert "zero-size tensor has an address too" in " ".join(dlbridge.Tensor.data_ptr.__doc__.split())
+    if np is not None:
+        a = np.from_dlpack(t)
+        assert a.shape == (0, 3) and a.ctypes.data == t.data_ptr
