@@ -1141,6 +1141,135 @@ DLB_API dlb_status dlb_set_copy_threads(int n);
  * with 0 resolved to the core count. Thread-safe.
  */
 DLB_API int dlb_copy_threads(void);
+/* DLPack C exchange API                                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * @defgroup dlb_exchange DLPack C exchange API
+ * @brief The DLPack 1.3 table through which C code of one Python framework
+ * takes tensors of another without a capsule, and dlbridge's allocator.
+ *
+ * A Python tensor type publishes a DLPackExchangeAPI as the class attribute
+ * `__dlpack_c_exchange_api__`: a PyCapsule named "dlpack_exchange_api"
+ * (DLB_EXCHANGE_API_CAPSULE_NAME) holding a `DLPackExchangeAPI*` that lives
+ * as long as the process. A consumer looks it up on `type(obj)` (not on the
+ * object), checks the capsule name and `header.version.major` (walking
+ * `header.prev_api` for an older table it speaks), and calls the functions
+ * with the GIL held. Every function but the allocator returns 0 on success
+ * and -1 with a Python exception set; none lets a C++ exception out.
+ *
+ * The types below are DLPack 1.3's, with its names and layout. They are
+ * declared here only when the found dlpack.h predates 1.3; a 1.3 header's
+ * own declarations win. `void*` stands for `PyObject*`, so that no Python
+ * header is needed to declare the table.
+ * @{
+ */
+
+/** Name of the PyCapsule that holds a DLPackExchangeAPI*. */
+#define DLB_EXCHANGE_API_CAPSULE_NAME "dlpack_exchange_api"
+
+#if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE) || DLPACK_MAJOR_VERSION < 1 || \
+    (DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 3)
+/** Set when dlbridge declared the DLPack 1.3 exchange API types itself. */
+#define DLB_EXCHANGE_API_DECLARED_BY_DLBRIDGE 1
+
+/**
+ * Allocates a new tensor in the producer's library. Only `dtype`, `ndim`,
+ * `shape` and `device` of `prototype` count. On success `*out` is a managed
+ * tensor the caller owns (call its deleter once) and the result is 0; on
+ * failure `set_error(error_ctx, kind, message)` is called (`kind` a Python
+ * exception name such as "ValueError") and the result is -1.
+ */
+typedef int (*DLPackManagedTensorAllocator)(
+    DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+    void (*SetError)(void* error_ctx, const char* kind, const char* message));
+
+/**
+ * What `py_object.__dlpack__()` gives, without a capsule and without stream
+ * synchronisation: `*out` is a managed tensor the caller owns.
+ */
+typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void* py_object,
+                                                     DLManagedTensorVersioned** out);
+
+/**
+ * The reverse: a new Python object (a new reference in `*out_py_object`) of
+ * the producer's tensor type over `tensor`. Takes ownership of `tensor`
+ * whatever the outcome.
+ */
+typedef int (*DLPackManagedTensorToPyObjectNoSync)(DLManagedTensorVersioned* tensor,
+                                                   void** out_py_object);
+
+/**
+ * A borrowed view of `py_object` filled into caller storage (shape and
+ * strides point into the object), valid until control returns to the
+ * object's owner. No allocation, no reference taken. May be NULL in a table.
+ */
+typedef int (*DLPackDLTensorFromPyObjectNoSync)(void* py_object, DLTensor* out);
+
+/** The producer's current work stream on a device; NULL for host devices. */
+typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type, int32_t device_id,
+                                       void** out_current_stream);
+
+/**
+ * The stable head of every exchange table: its version, and a chain to the
+ * tables of older majors the producer still offers (NULL: none).
+ */
+typedef struct DLPackExchangeAPIHeader {
+  /** DLPack version of the table; a consumer refuses a major it does not speak. */
+  DLPackVersion version;
+  /** An older table (its header), or NULL. */
+  struct DLPackExchangeAPIHeader* prev_api;
+} DLPackExchangeAPIHeader;
+
+/** The DLPack 1.x exchange table, functions in this order. */
+typedef struct DLPackExchangeAPI {
+  /** Version and chain. */
+  DLPackExchangeAPIHeader header;
+  /** See DLPackManagedTensorAllocator. */
+  DLPackManagedTensorAllocator managed_tensor_allocator;
+  /** See DLPackManagedTensorFromPyObjectNoSync. */
+  DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
+  /** See DLPackManagedTensorToPyObjectNoSync. */
+  DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
+  /** See DLPackDLTensorFromPyObjectNoSync; may be NULL. */
+  DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
+  /** See DLPackCurrentWorkStream. */
+  DLPackCurrentWorkStream current_work_stream;
+} DLPackExchangeAPI;
+#endif
+
+/**
+ * dlbridge's DLPackManagedTensorAllocator: a fresh, zero-filled, compact
+ * row-major host tensor of the prototype's dtype, ndim and shape (its data,
+ * strides and byte_offset are ignored), exported as dlb_export_versioned()
+ * exports: version {DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR}, writable, strides
+ * written, data 64-byte aligned and never NULL, counted in
+ * dlb_live_exports() until its deleter runs.
+ *
+ * Needs no Python and no GIL; thread-safe.
+ * @param prototype read during the call only; its device must be
+ *        {kDLCPU, 0}.
+ * @param out on success receives a managed tensor owned by the caller, who
+ *        calls its deleter exactly once (from any thread) or hands it on.
+ *        Untouched on failure.
+ * @param error_ctx passed to `set_error` unchanged.
+ * @param set_error called exactly once when the call fails, never on
+ *        success, with a Python exception name as `kind` and a message
+ *        naming the offending value (both valid during the call only):
+ *        "ValueError" for a NULL prototype or out, ndim out of 0 to
+ *        DLB_MAX_NDIM, a NULL shape with ndim > 0, a negative extent, a
+ *        device other than {kDLCPU, 0}, or a size that overflows 64 bits
+ *        (numpy's words for these); "TypeError" for a dtype DLPack does not
+ *        define; "MemoryError" when memory runs out. May be NULL, when the
+ *        failure is reported by the result and the thread's last error only.
+ * @return 0 on success; -1 on failure, when nothing is left allocated. The
+ *         thread's last error (dlb_last_error_message()) holds the same
+ *         message.
+ */
+DLB_API int dlb_managed_tensor_alloc(DLTensor* prototype, DLManagedTensorVersioned** out,
+                                     void* error_ctx,
+                                     void (*set_error)(void* error_ctx, const char* kind,
+                                                       const char* message));
 /** @} */
 
 #ifdef __cplusplus

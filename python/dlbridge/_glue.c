@@ -30,6 +30,7 @@
 
 #include "_glue.h"
 #include "_glue_buffer.h"
+#include "_exchange.h"
 
 /* ------------------------------------------------------------------------ */
 /* Module state (one interpreter: the module is single-phase initialised)   */
@@ -597,6 +598,10 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
   PyObject* obj = args[0];
   PyObject* producer = (PyObject*)Py_TYPE(obj);
   if (kwnames == NULL) {
+    /* The fastest path: a producer publishing a DLPack C exchange table. */
+    int handled = 0;
+    PyObject* tensor = dlbpy_exchange_from_dlpack(obj, NULL, DLB_COPY_IF_NEEDED, &handled);
+    if (handled) return tensor;
     /* The hot path: a producer known to speak only the legacy protocol. */
     const int legacy = PySet_Contains(g_legacy_types, producer);
     if (legacy < 0) return NULL;
@@ -621,6 +626,11 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
   }
   const int policy = copy_policy(copy);
   if (policy < 0) return NULL;
+  if (kwnames != NULL) { /* (without keywords the table was tried above) */
+    int handled = 0;
+    PyObject* tensor = dlbpy_exchange_from_dlpack(obj, device_arg != NULL ? device : NULL, policy, &handled);
+    if (handled) return tensor;
+  }
 
   PyObject* method = PyObject_GetAttr(obj, g_str_dlpack);
   if (method == NULL) {
@@ -914,6 +924,12 @@ static PyObject* glue_register(PyObject* module, PyObject* const* args, Py_ssize
     if (sub == 0) PyErr_SetString(PyExc_TypeError, "the tensor class must derive from TensorBase");
     return NULL;
   }
+  /* The DLPack C exchange table, a class attribute of the tensor class. */
+  PyObject* table = dlbpy_exchange_capsule();
+  if (table == NULL) return NULL;
+  const int bad = PyObject_SetAttrString(args[0], "__dlpack_c_exchange_api__", table);
+  Py_DECREF(table);
+  if (bad) return NULL;
   PyTypeObject* old_tensor = g_tensor_type;
   PyObject* old_error = g_error_type;
   Py_INCREF(args[0]);

@@ -56,15 +56,56 @@ HT_CHECK(flag_bits, DLPACK_FLAG_BITMASK_READ_ONLY == 1 && DLPACK_FLAG_BITMASK_IS
 HT_CHECK(new_codes, kDLBool == 6 && kDLFloat8_e4m3fn == 10 && kDLFloat4_e2m1fn == 17 && kDLTrn == 18);
 HT_CHECK(new_devices, kDLOneAPI == 14 && kDLMAIA == 17);
 HT_CHECK(dlpack_major, DLPACK_MAJOR_VERSION == 1);
+HT_CHECK(xapi_header_size, sizeof(DLPackExchangeAPIHeader) == 16);
+HT_CHECK(xapi_header_version, offsetof(DLPackExchangeAPIHeader, version) == 0);
+HT_CHECK(xapi_header_prev, offsetof(DLPackExchangeAPIHeader, prev_api) == 8);
+HT_CHECK(xapi_size, sizeof(DLPackExchangeAPI) == 56);
+HT_CHECK(xapi_header, offsetof(DLPackExchangeAPI, header) == 0);
+HT_CHECK(xapi_allocator, offsetof(DLPackExchangeAPI, managed_tensor_allocator) == 16);
+HT_CHECK(xapi_from_py, offsetof(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync) == 24);
+HT_CHECK(xapi_to_py, offsetof(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync) == 32);
+HT_CHECK(xapi_dltensor, offsetof(DLPackExchangeAPI, dltensor_from_py_object_no_sync) == 40);
+HT_CHECK(xapi_stream, offsetof(DLPackExchangeAPI, current_work_stream) == 48);
+/* Who declared the exchange API: dlpack.h 1.3 itself (HT_XAPI_FROM_DLPACK_H,
+ * set by the build for that variant), else dlbridge.h. */
+#if defined(HT_XAPI_FROM_DLPACK_H) && defined(DLB_EXCHANGE_API_DECLARED_BY_DLBRIDGE)
+#error "dlbridge.h declared the exchange API although dlpack.h 1.3 has it"
+#endif
+#if !defined(HT_XAPI_FROM_DLPACK_H) && !defined(DLB_EXCHANGE_API_DECLARED_BY_DLBRIDGE)
+#error "dlbridge.h did not declare the exchange API for a dlpack.h older than 1.3"
+#endif
+
+/* dlbridge's allocator has exactly the table's function type. */
+static const DLPackManagedTensorAllocator ht_allocator = dlb_managed_tensor_alloc;
+
+static int ht_set_error_calls;
+static void ht_set_error(void* ctx, const char* kind, const char* message) {
+  (void)message;
+  ++ht_set_error_calls;
+  *(const char**)ctx = kind;
+}
 
 static int header_test_main(void) {
   DLPackVersion v = dlb_dlpack_version();
   if (v.major != 1) return 1;
   if (strcmp(dlb_status_name(DLB_ERR_DELETED), "DLB_ERR_DELETED") != 0) return 2;
+  {
+    /* The allocator through the table's type: a NULL prototype is refused. */
+    const char* kind = NULL;
+    DLManagedTensorVersioned* mt = NULL;
+    if (ht_allocator(NULL, &mt, (void*)&kind, ht_set_error) != -1) return 3;
+    if (ht_set_error_calls != 1 || kind == NULL || strcmp(kind, "ValueError") != 0 || mt != NULL) return 4;
+  }
 #if defined(DLB_DLPACK_DECLARED_BY_DLBRIDGE)
   printf("DLPack 1.x declarations supplied by dlbridge.h\n");
 #else
   printf("DLPack 1.x declarations taken from dlpack.h %d.%d\n", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+#endif
+#if defined(DLB_EXCHANGE_API_DECLARED_BY_DLBRIDGE)
+  printf("DLPack exchange API declarations supplied by dlbridge.h\n");
+#else
+  printf("DLPack exchange API declarations taken from dlpack.h %d.%d\n", DLPACK_MAJOR_VERSION,
+         DLPACK_MINOR_VERSION);
 #endif
   return 0;
 }

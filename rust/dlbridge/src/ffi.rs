@@ -357,6 +357,14 @@ extern "C" {
     // Copy threads
     pub fn dlb_set_copy_threads(n: c_int) -> dlb_status;
     pub fn dlb_copy_threads() -> c_int;
+
+    // DLPack C exchange API
+    pub fn dlb_managed_tensor_alloc(
+        prototype: *mut DLTensor,
+        out: *mut *mut DLManagedTensorVersioned,
+        error_ctx: *mut c_void,
+        set_error: Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>,
+    ) -> i32;
 }
 
 pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;

@@ -197,6 +197,7 @@ fn every_header_function_is_declared() {
         ("dlb_cuda_buffer_stream", dlb_cuda_buffer_stream as *const ()),
         ("dlb_set_copy_threads", dlb_set_copy_threads as *const ()),
         ("dlb_copy_threads", dlb_copy_threads as *const ()),
+        ("dlb_managed_tensor_alloc", dlb_managed_tensor_alloc as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let header: Vec<&str> = c::HEADER_FUNCTIONS.to_vec();

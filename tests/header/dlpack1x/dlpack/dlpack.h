@@ -1,6 +1,7 @@
-/* Test-only stand-in for a DLPack 1.3 dlpack.h: the same names, values and
- * layout as the 1.x standard, written for dlbridge's header test so that
- * dlbridge.h is proven to build against a 1.x header as well as against
+/* Test-only stand-in for a DLPack 1.2 dlpack.h: the same names, values and
+ * layout as the 1.2 standard, written for dlbridge's header test so that
+ * dlbridge.h is proven to build against a 1.x header that predates the C
+ * exchange API (which dlbridge.h then declares itself) as well as against
  * Debian's 0.6. Not installed. */
 #ifndef DLPACK_DLPACK_H_
 #define DLPACK_DLPACK_H_
@@ -9,7 +10,7 @@
 #include <stdint.h>
 
 #define DLPACK_MAJOR_VERSION 1
-#define DLPACK_MINOR_VERSION 3
+#define DLPACK_MINOR_VERSION 2
 
 #ifdef __cplusplus
 #define DLPACK_EXTERN_C extern "C"

@@ -1,0 +1,115 @@
+"""Per-tensor cost of taking a tensor from a Python object in C: the DLPack
+1.3 exchange table against the capsule protocol, beside numpy's own
+np.from_dlpack, all in one process, printed with ratios.
+
+    /usr/bin/python3 bench/bench_exchange.py [--repeat 7] [--n 200000]
+
+Producers: the independent test producer (tests/exchange/xproducer.c, its
+own table) and, when the dlbridge package is importable and publishes a
+table, dlbridge.Tensor. C loops (bench/exchange_loops.c) time
+from-py-object + deleter, the borrowed view, and __dlpack__ + capsule +
+deleter inside C; np.from_dlpack and dlbridge.from_dlpack are timed from
+Python with timeit. The measures run in --repeat interleaved rounds and
+each figure is the median over the rounds (min..max beside it); the
+extensions are built with the running interpreter's compiler and headers.
+
+    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_exchange.py
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import timeit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "exchange"))
+import build_ext  # noqa: E402
+
+
+def timeit_ns(call, arg, number):
+    """ns per call of call(arg), timed by timeit's own loop (no wrapper)."""
+    return timeit.timeit("f(x)", globals={"f": call, "x": arg}, number=number) / number * 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--n", type=int, default=200000, help="tensors per C loop")
+    ap.add_argument("--py-n", type=int, default=100000, help="calls per Python timing")
+    ap.add_argument("--build-dir", default=None)
+    args = ap.parse_args()
+
+    outdir = args.build_dir or tempfile.mkdtemp(prefix="dlbridge-bench-exchange-")
+    build_ext.build_all(outdir, ["xproducer", "exchange_loops"])
+    import exchange_loops as loops
+    import numpy as np
+    import xproducer
+
+    try:
+        import dlbridge
+    except Exception as e:  # the package is optional here
+        dlbridge = None
+        print("dlbridge not importable (%s); its rows are skipped" % e)
+    if dlbridge is not None and "__dlpack_c_exchange_api__" not in getattr(dlbridge.Tensor, "__dict__", {}):
+        print("dlbridge.Tensor publishes no exchange table; its rows are skipped")
+        dlbridge_table = False
+    else:
+        dlbridge_table = dlbridge is not None
+
+    r, n, pn = args.repeat, args.n, args.py_n
+    a = np.arange(12.0).reshape(3, 4)
+    x = xproducer.XTensor([float(i) for i in range(12)], (3, 4))
+    t = dlbridge.from_dlpack(a) if dlbridge_table else None
+
+    # (key, label, measure): each measure returns ns per tensor.
+    rows = [
+        ("np", "np.from_dlpack(numpy array)", lambda: timeit_ns(np.from_dlpack, a, pn)),
+        ("np_caps", "C: numpy a.__dlpack__() + capsule + deleter", lambda: loops.capsule_loop(a, n, False)),
+        ("x_table", "C: xproducer table from-py-object + deleter", lambda: loops.table_loop(x, n)),
+        ("x_view", "C: xproducer table borrowed DLTensor view", lambda: loops.view_loop(x, n)),
+        ("x_caps", "C: xproducer __dlpack__(max_version) + capsule + deleter",
+         lambda: loops.capsule_loop(x, n, True)),
+    ]
+    if dlbridge_table:
+        f = dlbridge.from_dlpack
+        rows += [
+            ("d_table", "C: dlbridge.Tensor table from-py-object + deleter", lambda: loops.table_loop(t, n)),
+            ("d_view", "C: dlbridge.Tensor table borrowed DLTensor view", lambda: loops.view_loop(t, n)),
+            ("d_caps", "C: dlbridge.Tensor __dlpack__(max_version) + capsule + deleter",
+             lambda: loops.capsule_loop(t, n, True)),
+            ("d_from_x", "dlbridge.from_dlpack(xproducer tensor), its table", lambda: timeit_ns(f, x, pn)),
+            ("d_from_t", "dlbridge.from_dlpack(dlbridge.Tensor), its table", lambda: timeit_ns(f, t, pn)),
+            ("d_from_np", "dlbridge.from_dlpack(numpy array), __dlpack__", lambda: timeit_ns(f, a, pn)),
+        ]
+    # Rounds interleave the measures, so that a change in the machine's load
+    # shifts all of them alike; each figure is the median over the rounds.
+    samples = {key: [] for key, _, _ in rows}
+    for _ in range(r):
+        for key, _, measure in rows:
+            samples[key].append(measure())
+    ns = {key: statistics.median(v) for key, v in samples.items()}
+
+    print("numpy %s, Python %s; median of %d interleaved rounds" % (np.__version__, sys.version.split()[0], r))
+    for key, label, _ in rows:
+        print("%-62s %8.1f ns  (%.1f..%.1f)" % (label, ns[key], min(samples[key]), max(samples[key])))
+    def ratio(num, den):
+        """Median over the rounds of num / den measured in the same round."""
+        return statistics.median(a / b for a, b in zip(samples[num], samples[den]))
+
+    print()
+    print("ratios, median of the per-round ratios (lower is faster)")
+    print("  xproducer: table / capsule path                     %6.3f" % ratio("x_table", "x_caps"))
+    if dlbridge_table:
+        print("  dlbridge.Tensor: table / capsule path               %6.3f" % ratio("d_table", "d_caps"))
+        print("  dlbridge.from_dlpack(xproducer) / np.from_dlpack    %6.3f  (goal <= 0.5)" % ratio("d_from_x", "np"))
+        print("  dlbridge.from_dlpack(dlbridge) / np.from_dlpack     %6.3f  (goal <= 0.5)" % ratio("d_from_t", "np"))
+        print("  dlbridge.from_dlpack(numpy) / np.from_dlpack        %6.3f" % ratio("d_from_np", "np"))
+        print("  C loop through dlbridge's table: %.1f ns per tensor (goal <= 100)" % ns["d_table"])
+    counts = xproducer.counts()
+    assert counts["exports"] == counts["deleters"], counts
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+/* dlbridge's side of the DLPack 1.3 C exchange API (see _exchange.h).
+ *
+ * Producer: a static DLPackExchangeAPI published as
+ * dlbridge.Tensor.__dlpack_c_exchange_api__. Its functions are thin: the
+ * library decides everything (what an export is, what an import accepts,
+ * the allocator's rules in dlb_managed_tensor_alloc); this file turns
+ * statuses into Python exceptions. None of the library's C calls lets an
+ * exception out, and nothing here is C++.
+ *
+ * Consumer: dlbridge.from_dlpack looks the table up on type(obj) and takes
+ * the tensor through managed_tensor_from_py_object_no_sync, without
+ * calling __dlpack__. The validated table is cached per type: a type's
+ * entry keeps the capsule it was read from, and each exchange checks with
+ * one attribute lookup (served by CPython's type attribute cache) that the
+ * type still holds that capsule, so a type whose attribute changes is
+ * re-read. A type without a table is remembered as such (a failed lookup
+ * raises and clears an AttributeError, which costs more than an exchange)
+ * and looked at again every kNegativeRecheck exchanges.
+ */
+#include "_exchange.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Producer                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* BufferError "DLB_ERR_X: message" (the library's last error); -1. */
+static int buffer_error(dlb_status status) {
+  PyErr_Format(PyExc_BufferError, "%s: %s", dlb_status_name(status), dlb_last_error_message());
+  return -1;
+}
+
+/* What __dlpack__(max_version=(1, 3)) gives, without the capsule. */
+static int xapi_from_py_object(void* py_object, DLManagedTensorVersioned** out) {
+  if (py_object == NULL || out == NULL) {
+    PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: py_object and out must not be NULL");
+    return -1;
+  }
+  dlb_buffer* buffer = dlbpy_tensor_buffer((PyObject*)py_object);
+  if (buffer == NULL) return -1;
+  const dlb_status s = dlb_export_versioned(buffer, NULL, out);
+  return s == DLB_OK ? 0 : buffer_error(s);
+}
+
+/* Takes ownership of `tensor` in every case: on failure its deleter has
+ * run exactly once when this returns. */
+static int xapi_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_object) {
+  if (tensor == NULL) {
+    PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: tensor is NULL");
+    return -1;
+  }
+  if (out_py_object == NULL) {
+    dlb_managed_free_versioned(tensor);
+    PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: out_py_object is NULL");
+    return -1;
+  }
+  dlb_buffer* buffer = NULL;
+  const dlb_status s = dlb_import_versioned(tensor, NULL, &buffer);
+  if (s != DLB_OK) {
+    /* Refused (another major version, a malformed tensor): still ours to
+     * free. The message first, since the deleter may call the library. */
+    char text[512];
+    snprintf(text, sizeof text, "%s: %s", dlb_status_name(s), dlb_last_error_message());
+    dlb_managed_free_versioned(tensor); /* reads only the stable prefix */
+    PyErr_SetString(PyExc_BufferError, text);
+    return -1;
+  }
+  /* dlbpy_tensor_new releases the buffer, and so runs the deleter, when it
+   * cannot make the object. */
+  PyObject* obj = dlbpy_tensor_new(buffer);
+  if (obj == NULL) return -1;
+  *out_py_object = obj;
+  return 0;
+}
+
+/* A borrowed view: shape and strides point into the buffer, valid while
+ * the tensor lives. A DLTensor has no flags, so read-only tensors are
+ * refused rather than shown as writable; a backend buffer has no host
+ * address to show. */
+static int xapi_dltensor_from_py_object(void* py_object, DLTensor* out) {
+  if (py_object == NULL || out == NULL) {
+    PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: py_object and out must not be NULL");
+    return -1;
+  }
+  dlb_buffer* buffer = dlbpy_tensor_buffer((PyObject*)py_object);
+  if (buffer == NULL) return -1;
+  const uint64_t flags = dlb_buffer_flags(buffer);
+  if (flags & DLB_BUFFER_READ_ONLY) {
+    PyErr_SetString(PyExc_BufferError,
+                    "the tensor is read-only and a DLTensor view cannot say so; take it with "
+                    "managed_tensor_from_py_object_no_sync, which sets READ_ONLY");
+    return -1;
+  }
+  if (flags & DLB_BUFFER_BACKEND) {
+    PyErr_SetString(PyExc_BufferError,
+                    "the tensor lives on a backend without a view to lend; take it with "
+                    "managed_tensor_from_py_object_no_sync, which copies it to the host");
+    return -1;
+  }
+  DLTensor view;
+  const dlb_status s = dlb_buffer_dltensor(buffer, &view);
+  if (s != DLB_OK) return buffer_error(s);
+  *out = view;
+  return 0;
+}
+
+/* dlbridge launches no device work and keeps no current stream: NULL for
+ * every device (for host devices the spec asks for NULL anyway). */
+static int xapi_current_work_stream(DLDeviceType device_type, int32_t device_id, void** out_current_stream) {
+  (void)device_type;
+  (void)device_id;
+  if (out_current_stream == NULL) {
+    PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: out_current_stream is NULL");
+    return -1;
+  }
+  *out_current_stream = NULL;
+  return 0;
+}
+
+static DLPackExchangeAPI g_table = {
+    {{DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR}, NULL},
+    dlb_managed_tensor_alloc,
+    xapi_from_py_object,
+    xapi_to_py_object,
+    xapi_dltensor_from_py_object,
+    xapi_current_work_stream,
+};
+
+PyObject* dlbpy_exchange_capsule(void) {
+  return PyCapsule_New(&g_table, DLB_EXCHANGE_API_CAPSULE_NAME, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Consumer                                                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { kCacheSlots = 64, kProbes = 4, kNegativeRecheck = 256, kMaxChain = 16 };
+
+typedef struct {
+  PyObject* type;    /* owned; NULL: empty slot */
+  PyObject* capsule; /* owned; NULL: the type has no table */
+  const DLPackExchangeAPI* api; /* NULL: none usable (fall back) */
+  int recheck;       /* exchanges left before a type without a table is looked at again */
+} cache_entry;
+
+/* Open addressing: a type sits in one of kProbes slots from its hash, so
+ * that two busy types rarely push each other out. */
+static cache_entry g_cache[kCacheSlots];
+static unsigned g_evict; /* which probe a full neighbourhood gives up next */
+static PyObject* g_attr_name;     /* "__dlpack_c_exchange_api__" */
+static PyObject* g_attr_name_old; /* "__c_dlpack_exchange_api__" */
+
+static size_t home_of(PyObject* type) {
+  const uintptr_t p = (uintptr_t)type;
+  return (size_t)((p >> 4) ^ (p >> 12));
+}
+
+/* The entry of `type`, or NULL. */
+static cache_entry* find_entry(PyObject* type) {
+  const size_t home = home_of(type);
+  for (size_t i = 0; i < kProbes; ++i) {
+    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    if (e->type == type) return e;
+  }
+  return NULL;
+}
+
+/* A slot for a new entry of `type`: an empty one, else one to reuse. */
+static cache_entry* free_entry(PyObject* type) {
+  const size_t home = home_of(type);
+  for (size_t i = 0; i < kProbes; ++i) {
+    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    if (e->type == NULL) return e;
+  }
+  return &g_cache[(home + (g_evict++ % kProbes)) % kCacheSlots];
+}
+
+/* The capsule type(obj) publishes under the current name or the earlier
+ * one (a new reference), NULL without an exception when it has neither,
+ * or -1 on an error other than AttributeError. */
+static int lookup_capsule(PyObject* type, PyObject** out) {
+  if (g_attr_name == NULL) {
+    g_attr_name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    g_attr_name_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
+    if (g_attr_name == NULL || g_attr_name_old == NULL) return -1;
+  }
+  PyObject* capsule = PyObject_GetAttr(type, g_attr_name);
+  if (capsule == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    capsule = PyObject_GetAttr(type, g_attr_name_old);
+    if (capsule == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+    }
+  }
+  *out = capsule;
+  return 0;
+}
+
+/* The 1.x table a capsule leads to, or NULL (no exception) when it is not
+ * one dlbridge can use. */
+static const DLPackExchangeAPI* usable_table(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, DLB_EXCHANGE_API_CAPSULE_NAME)) return NULL;
+  const DLPackExchangeAPIHeader* header =
+      (const DLPackExchangeAPIHeader*)PyCapsule_GetPointer(capsule, DLB_EXCHANGE_API_CAPSULE_NAME);
+  for (int hops = 0; header != NULL && hops < kMaxChain; ++hops, header = header->prev_api) {
+    if (header->version.major == DLB_DLPACK_MAJOR) {
+      const DLPackExchangeAPI* api = (const DLPackExchangeAPI*)header;
+      return api->managed_tensor_from_py_object_no_sync != NULL ? api : NULL;
+    }
+  }
+  return NULL;
+}
+
+/* 1 with *api set, 0 when type has no usable table, -1 on error. */
+static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
+  cache_entry* e = find_entry(type);
+  if (e != NULL && e->capsule == NULL && --e->recheck > 0) return 0;
+  PyObject* capsule = NULL;
+  if (lookup_capsule(type, &capsule) != 0) return -1;
+  /* The lookup may have run Python code that used the cache: find again. */
+  e = find_entry(type);
+  if (e != NULL && e->capsule == capsule && capsule != NULL) {
+    Py_DECREF(capsule);
+    *api = e->api;
+    return e->api != NULL;
+  }
+  /* A type not cached yet, or its attribute changed. */
+  if (e == NULL) e = free_entry(type);
+  const DLPackExchangeAPI* found = capsule != NULL ? usable_table(capsule) : NULL;
+  PyObject* old_type = e->type;
+  PyObject* old_capsule = e->capsule;
+  Py_INCREF(type);
+  e->type = type;
+  e->capsule = capsule; /* the lookup's reference */
+  e->api = found;
+  e->recheck = kNegativeRecheck;
+  Py_XDECREF(old_capsule);
+  Py_XDECREF(old_type);
+  *api = found;
+  return found != NULL;
+}
+
+PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int policy, int* handled) {
+  *handled = 0;
+  const DLPackExchangeAPI* api = NULL;
+  const int found = table_for((PyObject*)Py_TYPE(obj), &api);
+  if (found < 0) {
+    *handled = 1;
+    return NULL;
+  }
+  if (found == 0) return NULL;
+  *handled = 1;
+  if (device != NULL &&
+      (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
+    PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
+    return NULL;
+  }
+
+  DLManagedTensorVersioned* tensor = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_BufferError,
+                      "the producer's managed_tensor_from_py_object_no_sync failed without an exception");
+    return NULL;
+  }
+  if (tensor == NULL) {
+    PyErr_SetString(PyExc_BufferError, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
+    return NULL;
+  }
+  dlb_buffer* buffer = NULL;
+  const dlb_status s = dlb_import_versioned(tensor, NULL, &buffer);
+  if (s != DLB_OK) {
+    (void)dlbpy_raise_status(s);
+    /* Still ours: free it with the exception kept aside, since the
+     * deleter may run Python code. */
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    dlb_managed_free_versioned(tensor);
+    PyErr_Restore(type, value, trace);
+    return NULL;
+  }
+
+  if (device != NULL || policy != DLB_COPY_IF_NEEDED) {
+    /* device= and copy= on what the producer gave, decided by the library
+     * as it decides them for an export. */
+    dlb_export_options options;
+    dlb_export_options_init(&options);
+    options.copy = policy;
+    if (device != NULL) {
+      options.has_target_device = 1;
+      const int32_t device_type = (int32_t)device[0];
+      memcpy(&options.target_device.device_type, &device_type, sizeof device_type);
+      options.target_device.device_id = (int32_t)device[1];
+    }
+    dlb_buffer* resolved = NULL;
+    const dlb_status r = dlb_buffer_resolve(buffer, &options, &resolved);
+    if (r != DLB_OK) {
+      char text[512];
+      snprintf(text, sizeof text, "%s: %s", dlb_status_name(r), dlb_last_error_message());
+      dlb_buffer_release(buffer);
+      PyErr_SetString(PyExc_BufferError, text);
+      return NULL;
+    }
+    dlb_buffer_release(buffer);
+    buffer = resolved;
+  }
+  return dlbpy_tensor_new(buffer);
+}
