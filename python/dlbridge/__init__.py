@@ -494,3 +494,5 @@ def from_dlpack(obj, *, device=None, copy=None):
     if need_copy:
         return _to_host_copy(tensor)
     return tensor
+
+from . import check  # noqa: E402  dlbridge.check(obj) and python -m dlbridge.check
