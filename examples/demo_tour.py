@@ -1,9 +1,11 @@
 """The dlbridge tour that scripts/demo runs: four short steps, plain text.
 
-Run it through scripts/demo (which builds the library first), or by hand:
+Run it through scripts/demo (which builds the library and the package
+first), by hand against that build:
 
-    PYTHONPATH=python DLBRIDGE_LIBRARY=build/demo/src/libdlbridge.so \
-        /usr/bin/python3 examples/demo_tour.py build/demo/backend_fallback
+    PYTHONPATH=build/demo/python /usr/bin/python3 examples/demo_tour.py build/demo/backend_fallback
+
+or with the package installed (pip install .) in the running interpreter.
 
 The optional argument is the compiled examples/backend_fallback.c, which
 step 3 runs.

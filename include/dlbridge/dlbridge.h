@@ -19,7 +19,7 @@
  *
  * The header is organised in sections, which are also the groups of the API
  * reference: version, status and errors, data types, buffers, export, import,
- * validation and copy, backends, Python support.
+ * validation and copy, backends.
  */
 #ifndef DLBRIDGE_DLBRIDGE_H_
 #define DLBRIDGE_DLBRIDGE_H_
@@ -850,87 +850,6 @@ DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage,
  * caller keeps ownership of it; NULL clears. Thread-local.
  */
 DLB_API void dlb_backend_set_error(const char* message);
-/** @} */
-
-/* ------------------------------------------------------------------------ */
-/* Python support                                                           */
-/* ------------------------------------------------------------------------ */
-
-/**
- * @defgroup dlb_python Python support
- * @brief C parts of the Python binding, resolved from the running process.
- *
- * These functions use the CPython C API, found at run time in the process
- * that calls them; the library has no link-time dependency on Python. Call
- * them only from Python (ctypes.PyDLL or cffi), with the GIL held, except
- * the release and destructor functions, which take the GIL themselves and do
- * nothing when the interpreter is not running.
- * @{
- */
-
-/**
- * A dlb_release_fn for a PyObject*: takes the GIL and drops one reference
- * to `obj`. Does nothing (a leak, never a crash) if the interpreter is not
- * running. The caller of dlb_buffer_wrap passes a new reference as ctx.
- */
-DLB_API void dlb_py_release_object(void* obj);
-
-/**
- * Exports `buffer` and wraps the result in a new PyCapsule named
- * "dltensor_versioned" (versioned != 0) or "dltensor", whose destructor
- * calls the managed tensor's deleter only while the capsule is unconsumed.
- * @return a new reference to the capsule, owned by the caller; the caller's
- *         reference on `buffer` is unchanged (the export inside holds its
- *         own). NULL with a Python BufferError set (carrying the library's
- *         message) on failure, when nothing is left allocated.
- */
-DLB_API void* dlb_py_export_capsule(dlb_buffer* buffer, const dlb_export_options* options,
-                                    int32_t versioned);
-
-/**
- * Imports the managed tensor in a PyCapsule named "dltensor_versioned" or
- * "dltensor", then renames the capsule "used_dltensor_versioned" /
- * "used_dltensor". The capsule is renamed only after the import succeeded;
- * on failure it is untouched and still owns its tensor.
- * @param capsule a PyObject* (borrowed reference).
- * @param options NULL means the defaults.
- * @param out on success a new buffer owned by the caller.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (not a capsule, or one already
- *         consumed); the dlb_import_versioned() statuses.
- */
-DLB_API dlb_status dlb_py_import_capsule(void* capsule, const dlb_import_options* options,
-                                         dlb_buffer** out);
-
-/**
- * Wraps an object exporting the Python buffer protocol, zero-copy. The
- * buffer holds the object's buffer export (PyBuffer_Release under the GIL
- * when the last reference goes); read-only objects give read-only buffers.
- * @param obj a PyObject* (borrowed reference).
- * @param out on success a new buffer owned by the caller.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (no buffer protocol);
- *         DLB_ERR_UNSUPPORTED_DTYPE (a struct format with no DLPack dtype);
- *         DLB_ERR_OUT_OF_MEMORY.
- */
-DLB_API dlb_status dlb_py_wrap_buffer(void* obj, dlb_buffer** out);
-
-/**
- * The Python binding's hot entry points as CPython builtins: a
- * NULL-terminated array of CPython `PyMethodDef` entries (METH_O and
- * METH_FASTCALL functions) that the binding turns into builtin functions
- * with PyCFunction_NewEx once, so that an exchange costs no ctypes call.
- * The entries exchange buffer handles inside "owner" capsules (PyCapsule
- * named "dlbridge.buffer" holding one reference, released by the capsule's
- * destructor), export to and import from DLPack capsules with the rules of
- * dlb_py_export_capsule() and dlb_py_import_capsule(), wrap buffer-protocol
- * objects, and read a buffer's metadata; their docstrings name them.
- * The functions in the table must be called only by the interpreter, with
- * the GIL held (as every builtin is).
- * @return a pointer to a static array owned by the library, valid for the
- *         life of the process and never freed by the caller; NULL when the
- *         process has no CPython with the functions the builtins need (the
- *         binding then keeps to its ctypes calls). Needs no GIL itself.
- */
-DLB_API const void* dlb_py_method_table(void);
 /** @} */
 
 #ifdef __cplusplus

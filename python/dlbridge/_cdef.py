@@ -10,8 +10,7 @@ Usage::
 
 It declares the DLPack structs (the 1.x layout, x86-64 / LP64), the option
 and backend structs, the constants, and every ``dlb_`` function of
-``include/dlbridge/dlbridge.h`` except the ``dlb_py_*`` Python-support
-functions (those take PyObject pointers and are for ctypes.PyDLL). The test
+``include/dlbridge/dlbridge.h``. The test
 suite checks it against the real header: the same functions with the same
 parameter types, the same struct sizes and field offsets, the same constants.
 Write the macros' values as plain numbers here, since cffi's ABI mode reads
@@ -244,7 +243,7 @@ STRUCTS = (
 )
 
 
-def library_path():
+def library_path() -> str:
     """The path of the libdlbridge the package itself loads."""
     from . import _lib
 

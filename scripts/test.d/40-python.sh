@@ -1,27 +1,77 @@
 #!/usr/bin/env bash
-# Stage: the Python package (python/dlbridge) against the freshly built
-# library, with the interpreter that has Debian's numpy, torch, cffi and
-# pytest: the DLPack exchanges with numpy and torch, the buffer protocol,
-# lifetimes (threads, no GIL, exit with exports alive) and the cffi cdef
-# (checked against include/dlbridge/dlbridge.h, then driven in ABI mode).
+# Stage: the Python package as a user gets it. Builds the wheel once
+# (scripts/python-wheel, into <build-dir>/python-wheel), checks what it
+# holds, installs it into a fresh virtual environment that sees Debian's
+# numpy, torch, cffi, pytest, hypothesis and mypy (--system-site-packages),
+# and from a directory outside the source tree runs `mypy --strict` over the
+# installed package and the whole Python suite (tests/python) against it:
+# the DLPack exchanges with numpy and torch, the buffer protocol, lifetimes
+# (threads, no GIL, exit with exports alive), the cffi cdef, and the
+# property tests with a fixed seed and a bounded example count.
 #
 #   bash scripts/test.d/40-python.sh <build-dir>
+#
+# 41-python-versions.sh installs the same wheel into other interpreters.
 set -euo pipefail
 
 build=${1:?usage: 40-python.sh <build-dir>}
 [ -d "$build" ] || { echo "40-python: no build directory '$build'" >&2; exit 2; }
-[ -f python/dlbridge/__init__.py ] || { echo "40-python: run from the repository root" >&2; exit 2; }
-lib=$(cd "$build/src" && pwd)/libdlbridge.so
-[ -e "$lib" ] || { echo "40-python: $lib is missing" >&2; exit 1; }
+build=$(cd "$build" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+[ -f "$root/pyproject.toml" ] || { echo "40-python: $root/pyproject.toml is missing" >&2; exit 2; }
 
 py=/usr/bin/python3
-for module in numpy torch cffi pytest; do
+for module in numpy torch cffi pytest hypothesis mypy mesonpy build venv; do
   if ! "$py" -c "import $module" >/dev/null 2>&1; then
-    echo "40-python: $py cannot import $module (install python3-$module)" >&2
+    echo "40-python: $py cannot import $module (scripts/install-deps installs it)" >&2
     exit 1
   fi
 done
 
-echo "== 40-python: pytest tests/python (library: $lib)"
-DLBRIDGE_LIBRARY=$lib PYTHONPATH=python PYTHONDONTWRITEBYTECODE=1 \
-  "$py" -m pytest -q -p no:cacheprovider tests/python
+work=$build/python-wheel
+echo "== 40-python: building the wheel (scripts/python-wheel)"
+wheel=$(bash "$root/scripts/python-wheel" "$work/dist")
+echo "wheel: ${wheel#"$build"/}"
+
+echo "== 40-python: wheel contents"
+listing=$("$py" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$wheel")
+echo "$listing" | sed 's/^/  /'
+fail=0
+for want in 'dlbridge/__init__.py' 'dlbridge/_glue.abi3.so' 'dlbridge/_glue.pyi' 'dlbridge/py.typed' \
+            '.dlbridge.mesonpy.libs/libdlbridge.so'; do
+  echo "$listing" | grep -q "^$want" || { echo "40-python: the wheel lacks $want" >&2; fail=1; }
+done
+if echo "$listing" | grep -E '(\.h$|\.pc$|cmake|/doc/|\.data/)'; then
+  echo "40-python: the wheel holds C development files or documentation (above)" >&2
+  fail=1
+fi
+[ $fail -eq 0 ] || exit 1
+
+echo "== 40-python: installing into a fresh venv (--system-site-packages)"
+venv=$work/venv
+rm -rf "$venv"
+"$py" -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install --quiet --no-index --no-deps "$wheel"
+
+outside=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-python.XXXXXX")
+trap 'rm -rf "$outside"' EXIT
+cd "$outside"
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+where=$(env -u PYTHONPATH -u LD_LIBRARY_PATH "$venv/bin/python" -c \
+  'import dlbridge, dlbridge._lib; print(dlbridge.__file__); print(dlbridge._lib.path)')
+echo "$where" | sed 's/^/  /'
+case "$(echo "$where" | sed -n 1p)" in
+  "$site"/dlbridge/*) ;;
+  *) echo "40-python: dlbridge was not imported from the venv's $site" >&2; exit 1 ;;
+esac
+case "$(echo "$where" | sed -n 2p)" in
+  "$site"/.dlbridge.mesonpy.libs/libdlbridge.so*) ;;
+  *) echo "40-python: the package did not load its bundled libdlbridge" >&2; exit 1 ;;
+esac
+
+echo "== 40-python: mypy --strict over the installed package"
+"$venv/bin/python" -m mypy --strict --no-incremental -p dlbridge
+
+echo "== 40-python: pytest tests/python against the installed package (from $outside)"
+env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider --hypothesis-profile=ci "$root/tests/python"

@@ -82,7 +82,7 @@ fi
 # The demo's tour (examples/demo_tour.py), when numpy and torch are there.
 if [ -x "$tmp/backend_fallback" ] && /usr/bin/python3 -c "import numpy, torch" >/dev/null 2>&1; then
   echo "== 55-examples: demo tour"
-  if PYTHONPATH="$root/python" DLBRIDGE_LIBRARY="$libdir/libdlbridge.so" \
+  if PYTHONPATH="$(dirname "$libdir")/python" \
       /usr/bin/python3 "$root/examples/demo_tour.py" "$tmp/backend_fallback" >"$tmp/tour.out" 2>&1; then
     [ "$(grep -c '(same address)' "$tmp/tour.out")" -eq 4 ] || fail "demo tour: expected 4 zero-copy addresses"
     expect_lines "$tmp/tour.out" \

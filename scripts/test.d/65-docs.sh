@@ -48,7 +48,7 @@ done
 step "docs/python.md example"
 if first_block docs/python.md python > "$tmp/example.py"; then
   if [ -f python/dlbridge/__init__.py ]; then
-    (cd "$tmp" && PYTHONPATH="$root/python" DLBRIDGE_LIBRARY="$lib" /usr/bin/python3 example.py) \
+    (cd "$tmp" && PYTHONPATH="$build/python" /usr/bin/python3 example.py) \
       || fail "docs/python.md example failed"
   else
     fail "python/dlbridge is missing, cannot run the docs/python.md example"

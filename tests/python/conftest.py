@@ -6,6 +6,41 @@ import pytest
 
 import dlbridge
 
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # the stdlib-only runs on other interpreters
+    pass
+else:
+    _slow = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+    # "ci": what scripts/test runs, the same examples every time (derandomize)
+    # and no example database left behind. "long": random, many more; run it
+    # with `pytest --hypothesis-profile=long tests/python/test_properties.py`.
+    settings.register_profile("ci", max_examples=40, derandomize=True, deadline=None,
+                              database=None, suppress_health_check=_slow)
+    settings.register_profile("long", max_examples=5000, deadline=None,
+                              suppress_health_check=_slow)
+    settings.load_profile("ci")
+
+
+def _uses(code, name):
+    """Whether a function's code (or a function nested in it) reads `name`."""
+    if name in code.co_names:
+        return True
+    return any(_uses(c, name) for c in code.co_consts if hasattr(c, "co_names"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without numpy (the runs on other interpreters), tests that use the
+    module-level name `np` are skipped rather than failed."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        skip = pytest.mark.skip(reason="needs numpy")
+        for item in items:
+            function = getattr(item, "function", None)
+            if function is not None and _uses(function.__code__, "np"):
+                item.add_marker(skip)
+
 
 @pytest.fixture(autouse=True)
 def no_leaked_exports():
@@ -45,3 +80,31 @@ def require_negative_strides():
 
     if not negative_strides_work():
         pytest.xfail("libdlbridge refuses negative strides with DLB_ERR_OVERFLOW (layout check bug)")
+
+
+_clib = None
+
+
+def clib():
+    """libdlbridge through ctypes (the file the package loaded, so the same
+    library in the process), for tests that reach a buffer's C handle."""
+    global _clib
+    if _clib is None:
+        import ctypes
+
+        from dlbridge import _lib
+
+        lib = ctypes.CDLL(_lib.path)
+        vp = ctypes.c_void_p
+        for name, restype, argtypes in [
+            ("dlb_buffer_retain", vp, [vp]),
+            ("dlb_buffer_release", None, [vp]),
+            ("dlb_buffer_refcount", ctypes.c_int64, [vp]),
+            ("dlb_buffer_flags", ctypes.c_uint64, [vp]),
+            ("dlb_buffer_dltensor", ctypes.c_int32, [vp, ctypes.POINTER(_lib.DLTensor)]),
+        ]:
+            f = getattr(lib, name)
+            f.restype = restype
+            f.argtypes = argtypes
+        _clib = lib
+    return _clib

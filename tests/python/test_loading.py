@@ -1,61 +1,53 @@
-"""How the package finds libdlbridge, and the README's three-line example."""
+"""How the package finds its C side and libdlbridge, and the README's example."""
 
 import os
-import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import dlbridge
-
-PACKAGE = os.path.dirname(dlbridge.__file__)
-LIBRARY = dlbridge._lib.path
+from dlbridge import _lib
 
 
-def run_python(code, env_extra, pythonpath):
-    env = {k: v for k, v in os.environ.items() if k != "DLBRIDGE_LIBRARY"}
+def run_python(code, **env_extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DLBRIDGE_LIBRARY", "LD_LIBRARY_PATH", "LD_PRELOAD")}
     env.update(env_extra)
-    env["PYTHONPATH"] = pythonpath
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=60)
 
 
-def copy_package(tmp_path):
-    dest = tmp_path / "site" / "dlbridge"
-    shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.in",
-                                                                 "libdlbridge.so*"))
-    return dest
-
-
-def test_environment_variable_wins_and_a_bad_one_fails_clearly(tmp_path):
-    proc = run_python("import dlbridge", {"DLBRIDGE_LIBRARY": str(tmp_path / "missing.so")},
-                      os.path.dirname(PACKAGE))
-    assert proc.returncode != 0
-    assert "DLBRIDGE_LIBRARY" in proc.stderr and "missing.so" in proc.stderr
-
-
-def test_library_next_to_the_package(tmp_path):
-    dest = copy_package(tmp_path)
-    shutil.copy(LIBRARY, dest / "libdlbridge.so.0")
-    proc = run_python("import dlbridge; print(dlbridge._lib.path)", {}, str(dest.parent))
+def test_the_library_is_found_without_environment():
+    proc = run_python("import dlbridge, dlbridge._lib; print(dlbridge._lib.path); "
+                      "print(dlbridge.__version__)")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(dest / "libdlbridge.so.0")
+    path, version = proc.stdout.split()
+    assert os.path.basename(os.path.realpath(path)).startswith("libdlbridge.so")
+    assert os.path.isfile(path)
+    assert version == dlbridge.__version__
 
 
-def test_library_from_the_recorded_install_path(tmp_path):
-    dest = copy_package(tmp_path)
-    libdir = tmp_path / "lib"
-    libdir.mkdir()
-    shutil.copy(LIBRARY, libdir / "libdlbridge.so.0")
-    (dest / "_install_paths.py").write_text("LIBDIR = %r\n" % str(libdir))
-    proc = run_python("import dlbridge; print(dlbridge._lib.path)", {}, str(dest.parent))
+def test_no_environment_variable_is_read():
+    # DLBRIDGE_LIBRARY chose the library before the package bundled it; a
+    # stale value must not matter now.
+    proc = run_python("import dlbridge, dlbridge._lib; print(dlbridge._lib.path)",
+                      DLBRIDGE_LIBRARY="/nonexistent/libdlbridge.so")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(libdir / "libdlbridge.so.0")
+    assert proc.stdout.strip() == _lib.path
+
+
+def test_the_library_is_loaded_once():
+    # One libdlbridge in the process, the one the extension links.
+    with open("/proc/self/maps") as maps:
+        files = {line.split()[-1] for line in maps if "libdlbridge.so" in line}
+    assert len({os.path.realpath(f) for f in files}) == 1
+    assert os.path.realpath(_lib.path) in {os.path.realpath(f) for f in files}
 
 
 def test_readme_three_lines():
+    np = pytest.importorskip("numpy")
     torch = pytest.importorskip("torch")
     t = dlbridge.empty((2, 3), "float32")               # or dlbridge.from_buffer(bytearray(24))
     a, g = np.from_dlpack(t), torch.from_dlpack(t)      # zero-copy: same memory

@@ -3,16 +3,21 @@
 import ctypes
 import gc
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # tests that use it are skipped (conftest)
+    np = None
 import pytest
 
 import dlbridge
 from dlbridge import _lib
+
+from conftest import clib
 from conftest import capsule_name
 
 
 def flags(t):
-    return _lib.pydll.dlb_buffer_flags(t._h)
+    return clib().dlb_buffer_flags(t._handle)
 
 
 def test_version_and_errors_are_exposed():
@@ -163,7 +168,7 @@ def test_dlbridge_to_dlbridge_is_zero_copy_and_versioned():
     u = dlbridge.from_dlpack(t)
     assert u.data_ptr == t.data_ptr
     assert flags(u) & _lib.DLB_BUFFER_IMPORTED
-    assert type(t) not in dlbridge._legacy_producers
+    assert not dlbridge._glue.is_legacy_producer(type(t))
     assert dlbridge.live_exports() == 1
     del u
     gc.collect()
@@ -172,12 +177,12 @@ def test_dlbridge_to_dlbridge_is_zero_copy_and_versioned():
 
 def test_capsule_not_consumed_is_freed_once():
     t = dlbridge.empty((8,), "float32")
-    before = _lib.pydll.dlb_buffer_refcount(t._h)
+    before = clib().dlb_buffer_refcount(t._handle)
     for _ in range(100):
         t.__dlpack__()
         t.__dlpack__(max_version=(1, 0))
     assert dlbridge.live_exports() == 0
-    assert _lib.pydll.dlb_buffer_refcount(t._h) == before
+    assert clib().dlb_buffer_refcount(t._handle) == before
 
 
 def test_capsule_consumed_twice_fails_cleanly():
@@ -221,7 +226,10 @@ def test_failed_import_leaves_capsule_unconsumed():
 
 
 def test_from_dlpack_rejects_non_producers():
-    with pytest.raises(TypeError):
+    # The array API standard: AttributeError when __dlpack__ is missing.
+    with pytest.raises(AttributeError, match="no __dlpack__"):
+        dlbridge.from_dlpack(object())
+    with pytest.raises(AttributeError, match="no __dlpack__"):
         dlbridge.from_dlpack([1, 2, 3])
     with pytest.raises(TypeError):
         dlbridge.from_dlpack(dlbridge.empty((1,), "int8"), device="cpu")
@@ -300,7 +308,7 @@ def test_from_dlpack_falls_back_to_the_legacy_call():
     p = OldStyleProducer(t)
     u = dlbridge.from_dlpack(p)
     assert u.data_ptr == t.data_ptr
-    assert OldStyleProducer in dlbridge._legacy_producers
+    assert dlbridge._glue.is_legacy_producer(OldStyleProducer)
     assert dlbridge.from_dlpack(p).data_ptr == t.data_ptr  # straight to the legacy call
     assert len(p.calls) == 2
     c = dlbridge.from_dlpack(p, copy=True)  # copied here, by the library
@@ -325,3 +333,67 @@ def test_from_dlpack_checks_what_it_got():
 
     with pytest.raises(dlbridge.Error, match="not a DLPack capsule"):
         dlbridge.from_dlpack(WrongCapsule())
+
+
+class FailingModernProducer:
+    """Takes the 1.x keywords, but fails with a TypeError of its own."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.fail = True
+        self.calls = 0
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls += 1
+        if self.fail:
+            raise TypeError("unsupported dtype for export")
+        return self.tensor.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_a_typeerror_inside_a_modern_producer_is_its_own():
+    t = dlbridge.empty((2,), "int8")
+    p = FailingModernProducer(t)
+    with pytest.raises(TypeError, match="unsupported dtype for export"):
+        dlbridge.from_dlpack(p)
+    assert p.calls == 1  # not asked again without keywords
+    assert not dlbridge._glue.is_legacy_producer(FailingModernProducer)
+    p.fail = False
+    u = dlbridge.from_dlpack(p)  # still asked with max_version: a versioned export
+    assert u.data_ptr == t.data_ptr and p.calls == 2
+    assert not dlbridge._glue.is_legacy_producer(FailingModernProducer)
+
+
+def test_only_cpythons_keyword_refusal_means_legacy():
+    t = dlbridge.empty((2,), "int8")
+
+    class Producer:  # CPython: "got an unexpected keyword argument"
+        def __dlpack__(self, stream=None):
+            return t.__dlpack__()
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    u = dlbridge.from_dlpack(Producer())
+    assert u.data_ptr == t.data_ptr
+    assert dlbridge._glue.is_legacy_producer(Producer)
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) < (2, 1):
+        # numpy 1.x's C __dlpack__ refuses max_version in its own words.
+        with pytest.raises(TypeError) as info:
+            np.zeros(1).__dlpack__(max_version=(1, 0))
+        print(info.value)
+        a = np.zeros(2)
+        assert dlbridge.from_dlpack(a).data_ptr == a.ctypes.data
+        assert dlbridge._glue.is_legacy_producer(np.ndarray)
+
+
+def test_a_failing_legacy_call_marks_nothing():
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise TypeError("broken for good")
+
+    with pytest.raises(TypeError, match="broken for good"):
+        dlbridge.from_dlpack(Broken())
+    assert not dlbridge._glue.is_legacy_producer(Broken)

@@ -3,8 +3,9 @@
 import gc
 import weakref
 
-import numpy as np
 import pytest
+
+np = pytest.importorskip("numpy")
 
 import dlbridge
 
