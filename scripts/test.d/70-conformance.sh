@@ -12,8 +12,9 @@ build=${1:?usage: 70-conformance.sh <build-dir>}
 [ -d "$build" ] || { echo "70-conformance: no build directory '$build'" >&2; exit 2; }
 [ -f scripts/conformance ] || { echo "70-conformance: run from the repository root" >&2; exit 2; }
 
-# How the package is found: the one place to change when that changes.
-package_env=(PYTHONPATH=python "DLBRIDGE_LIBRARY=$(cd "$build/src" && pwd)/libdlbridge.so")
+# How the package is found: the one place to change when that changes. The
+# build directory holds a working copy of the package next to its extension.
+package_env=("PYTHONPATH=$(cd "$build" && pwd)/python")
 
 py=/usr/bin/python3
 for module in numpy torch pytest; do

@@ -247,7 +247,9 @@ def test_markdown_and_text():
 
 def run_cli(*args):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), os.path.dirname(__file__)])
+    # The package from wherever this process imported it, and the producers.
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(dlbridge.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root, os.path.dirname(__file__)])
     return subprocess.run([sys.executable, "-m", "dlbridge.check", *args], env=env,
                           capture_output=True, text=True, timeout=300)
 
