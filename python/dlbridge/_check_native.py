@@ -13,6 +13,7 @@ runs its deleter twice is reported instead of freeing memory twice.
 
 import ctypes
 import threading
+from typing import Any, Callable, Dict, Optional, Tuple
 
 _vp = ctypes.c_void_p
 
@@ -41,7 +42,7 @@ _VERSIONED_TENSOR = 32
 _READ_NDIM_LIMIT = 64
 
 
-def _capsule_api():
+def _capsule_api() -> Tuple[Any, Any, Any, Any, Any, Any]:
     """The CPython capsule functions, as private ctypes function objects.
 
     ``ctypes.pythonapi[name]`` makes a new function object, so declaring its
@@ -100,7 +101,7 @@ class _PyBuffer(ctypes.Structure):
 _PyBUF_RECORDS_RO = 0x0018 | 0x0004  # PyBUF_STRIDES | PyBUF_FORMAT
 
 
-def buffer_address(obj):
+def buffer_address(obj: object) -> Optional[Tuple[int, bool]]:
     """(address of the first element, read-only) through the buffer protocol,
     or None when `obj` has no buffer."""
     view = _PyBuffer()
@@ -118,11 +119,11 @@ def buffer_address(obj):
 # libdlbridge
 # ----------------------------------------------------------------------------
 
-_native = None
+_native: Optional["_Native"] = None
 _native_lock = threading.Lock()
 
 
-def native():
+def native() -> "_Native":
     """libdlbridge and the DLPack structs, loaded once: the one place the
     checker reaches into the rest of the package."""
     global _native
@@ -135,7 +136,7 @@ def native():
 
 
 class _Native:
-    def __init__(self, path, dltensor, dldatatype):
+    def __init__(self, path: str, dltensor: Any, dldatatype: Any) -> None:
         self.DLTensor = dltensor
         self.DLDataType = dldatatype
 
@@ -163,7 +164,7 @@ class _Native:
 
         lib = ctypes.CDLL(path)
 
-        def declare(name, restype, argtypes):
+        def declare(name: str, restype: Any, argtypes: Any) -> Any:
             f = lib[name]
             f.restype = restype
             f.argtypes = argtypes
@@ -184,24 +185,24 @@ class _Native:
         self.buffer_nbytes = declare("dlb_buffer_nbytes", ctypes.c_uint64, [_vp])
         self.buffer_release = declare("dlb_buffer_release", None, [_vp])
 
-    def error(self, status):
+    def error(self, status: int) -> str:
         """'DLB_ERR_X: message' for the calling thread's last failure."""
         message = self.last_message().decode("utf-8", "replace")
         return "%s: %s" % (self.status_name(status).decode("ascii"), message)
 
-    def check_tensor(self, address, flags=0):
+    def check_tensor(self, address: int, flags: int = 0) -> Tuple[int, str]:
         """(status, text) of dlb_validate on the DLTensor at `address`."""
         status = self.validate(address, flags)
         return status, (self.error(status) if status != 0 else "")
 
-    def dtype_text(self, code, bits, lanes):
+    def dtype_text(self, code: int, bits: int, lanes: int) -> str:
         out = ctypes.create_string_buffer(64)
         status = self.dtype_name(self.DLDataType(code, bits, lanes), out, 64)
         if status != 0:
             return "(code %d, bits %d, lanes %d)" % (code, bits, lanes)
         return out.value.decode("ascii")
 
-    def device_known(self, device_type, device_id):
+    def device_known(self, device_type: int, device_id: int) -> Tuple[int, str]:
         """(status, text) of dlb_validate on an empty tensor on that device:
         the library's device table decides whether DLPack defines it."""
         shape = (ctypes.c_int64 * 1)(0)
@@ -216,7 +217,7 @@ class _Native:
         t.byte_offset = 0
         return self.check_tensor(ctypes.addressof(t))
 
-    def compact_bytes(self, address):
+    def compact_bytes(self, address: int) -> Tuple[Optional[bytes], str]:
         """The elements of the (validated, host-readable) DLTensor at
         `address` as compact row-major bytes, or (None, why)."""
         handle = _vp()
@@ -247,16 +248,17 @@ class Export:
     address of the managed struct and ``tensor`` that of its DLTensor.
     """
 
-    def __init__(self, capsule):
+    def __init__(self, capsule: Any) -> None:
         self.capsule = capsule
-        self.name = None
+        self.name: Optional[bytes] = None
         self.managed = 0
         self.tensor = 0
         self.versioned = False
-        self.version = None
+        self.version: Optional[Tuple[int, int]] = None
         self.flags = 0
         self.deleter = 0
         self.has_destructor = False
+        self.record: Optional[DeleterProbe.Record] = None  # set by whoever interposes
         if type(capsule).__name__ != "PyCapsule":
             return
         self.name = _capsule_get_name(capsule)
@@ -269,29 +271,29 @@ class Export:
         n = native()
         if self.name == VERSIONED:
             self.versioned = True
-            m = n.DLManagedTensorVersioned.from_address(self.managed)
-            self.version = (m.major, m.minor)
-            self.deleter = m.deleter or 0
-            self.flags = m.flags
-            if m.major == 1:  # beyond `flags`, only a known major is readable
+            mv = n.DLManagedTensorVersioned.from_address(self.managed)
+            self.version = (mv.major, mv.minor)
+            self.deleter = mv.deleter or 0
+            self.flags = mv.flags
+            if mv.major == 1:  # beyond `flags`, only a known major is readable
                 self.tensor = self.managed + _VERSIONED_TENSOR
         else:
-            m = n.DLManagedTensor.from_address(self.managed)
-            self.deleter = m.deleter or 0
+            ml = n.DLManagedTensor.from_address(self.managed)
+            self.deleter = ml.deleter or 0
             self.tensor = self.managed
 
     @property
-    def name_text(self):
+    def name_text(self) -> str:
         if self.name is None:
             return "not a capsule (%s)" % type(self.capsule).__name__
         return '"%s"' % self.name.decode("ascii", "replace")
 
-    def dltensor(self):
+    def dltensor(self) -> Any:
         """The DLTensor as a ctypes struct view (valid while the capsule or
         the consumer's ownership lasts)."""
         return native().DLTensor.from_address(self.tensor)
 
-    def summary(self):
+    def summary(self) -> Dict[str, Any]:
         """Device, ndim, dtype, shape, strides, address, read defensively."""
         t = self.dltensor()
         ndim = t.ndim
@@ -311,7 +313,7 @@ class Export:
             "byte_offset": t.byte_offset,
         }
 
-    def rename_used(self):
+    def rename_used(self) -> None:
         """Takes ownership as a consumer would: renames the capsule to used_*."""
         _capsule_set_name(self.capsule, USED_VERSIONED if self.versioned else USED_LEGACY)
 
@@ -327,10 +329,10 @@ class DeleterProbe:
     rather than becoming a double free.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live = {}  # managed address -> record, until the first call
-        self._done = {}  # managed address -> record, after it
+        self._live: Dict[int, DeleterProbe.Record] = {}  # managed address -> record, until the first call
+        self._done: Dict[int, DeleterProbe.Record] = {}  # managed address -> record, after it
         self._callback = ctypes.CFUNCTYPE(None, _vp)(self._called)
         self.address = ctypes.cast(self._callback, _vp).value
         self.stray = 0  # calls for addresses never wrapped
@@ -338,13 +340,13 @@ class DeleterProbe:
     class Record:
         __slots__ = ("managed", "original", "calls", "thread")
 
-        def __init__(self, managed, original):
+        def __init__(self, managed: int, original: int) -> None:
             self.managed = managed
             self.original = original
             self.calls = 0
-            self.thread = None
+            self.thread: Optional[int] = None
 
-    def wrap(self, export):
+    def wrap(self, export: "Export") -> Optional["DeleterProbe.Record"]:
         """Interposes on `export`'s deleter; None when it has none (NULL)."""
         if not export.managed or not export.deleter:
             return None
@@ -356,7 +358,7 @@ class DeleterProbe:
         _vp.from_address(export.managed + offset).value = self.address
         return record
 
-    def forget(self, record):
+    def forget(self, record: "DeleterProbe.Record") -> None:
         """Drops the probe's memory of a tensor the checker is done with (a
         later call for its address is then counted as stray)."""
         with self._lock:
@@ -365,11 +367,12 @@ class DeleterProbe:
             if self._live.get(record.managed) is record:
                 del self._live[record.managed]
 
-    def call(self, record):
+    def call(self, record: "DeleterProbe.Record") -> None:
         """Calls the deleter as a consumer that owns the tensor would."""
         self._called(record.managed)
 
-    def _called(self, managed):
+    def _called(self, address: Optional[int]) -> None:
+        managed = address or 0  # ctypes passes a NULL void* as None
         try:
             with self._lock:
                 record = self._live.pop(managed, None)

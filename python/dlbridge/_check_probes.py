@@ -10,6 +10,7 @@ import gc
 import sys
 import threading
 import tracemalloc
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._check_native import (
     FLAG_IS_COPIED,
@@ -175,38 +176,38 @@ RULES = {
 _LEGACY_ONLY = "legacy protocol only (max_version= raised TypeError)"
 
 
-def _exc(e):
+def _exc(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     if len(text) > 160:
         text = text[:157] + "..."
     return "%s: %s" % (type(e).__name__, text) if text else type(e).__name__
 
 
-def finding(rule, status, detail):
+def finding(rule: str, status: str, detail: str) -> Finding:
     cite = RULES[rule][1]
     if status == FAIL:
         detail = "%s (rule: %s)" % (detail.rstrip("."), cite)
     return Finding(rule, status, detail, cite)
 
 
-def _fmt_shape(shape):
+def _fmt_shape(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 class Subject:
     """The object under test and what the probes learnt about it, per process."""
 
-    def __init__(self, obj):
+    def __init__(self, obj: Any) -> None:
         self.obj = obj
         self.deleters = DeleterProbe()
-        self._device = None
+        self._device: Optional[Tuple[int, int]] = None
         self._device_done = False
-        self._own = None
-        self._protocol = None
+        self._own: Optional[Dict[str, Any]] = None
+        self._protocol: Optional[Tuple[str, str]] = None
 
     # -- exports ----------------------------------------------------------------
 
-    def export(self, **kwargs):
+    def export(self, **kwargs: Any) -> Tuple[Any, Optional[Exception]]:
         """(Export, None) or (None, exception) for ``obj.__dlpack__(**kwargs)``.
 
         The deleter of every tensor received is interposed at once."""
@@ -218,7 +219,7 @@ class Subject:
         exp.record = self.deleters.wrap(exp)
         return exp, None
 
-    def device(self):
+    def device(self) -> Optional[Tuple[int, int]]:
         """__dlpack_device__() as (int, int), or None when it fails."""
         if not self._device_done:
             self._device_done = True
@@ -229,40 +230,43 @@ class Subject:
                 self._device = None
         return self._device
 
-    def own(self):
+    def own(self) -> Dict[str, Any]:
         """What the object says of its own memory, from the buffer protocol,
         __array_interface__, data_ptr and a readonly attribute."""
-        if self._own is None:
-            self._own = _own_memory(self.obj)
-        return self._own
+        own = self._own
+        if own is None:
+            own = self._own = _own_memory(self.obj)
+        return own
 
-    def protocol(self):
+    def protocol(self) -> Tuple[str, str]:
         """("versioned" | "legacy-only" | "refused", text): how the object
         answers ``__dlpack__(max_version=(1, 3))``."""
-        if self._protocol is None:
+        state = self._protocol
+        if state is None:
             exp, err = self.export(max_version=MAX_VERSION)
             if err is None:
-                self._protocol = ("versioned", "")
+                state = ("versioned", "")
                 release(exp)
             elif isinstance(err, TypeError):
-                self._protocol = ("legacy-only", _LEGACY_ONLY)
+                state = ("legacy-only", _LEGACY_ONLY)
             else:
-                self._protocol = ("refused", _exc(err))
-        return self._protocol
+                state = ("refused", _exc(err))
+            self._protocol = state
+        return state
 
-    def legacy_only(self):
+    def legacy_only(self) -> Optional[str]:
         state, text = self.protocol()
         return text if state == "legacy-only" else None
 
 
-def release(exp):
+def release(exp: Optional[Export]) -> None:
     """Drops the checker's references to an export's capsule."""
     if exp is not None:
         exp.capsule = None
 
 
-def _own_memory(obj):
-    own = {"address": None, "address_from": None, "readonly": None, "readonly_from": None,
+def _own_memory(obj: Any) -> Dict[str, Any]:
+    own: Dict[str, Any] = {"address": None, "address_from": None, "readonly": None, "readonly_from": None,
            "shape": None, "buffer": False}
     got = buffer_address(obj)
     if got is not None:
@@ -299,23 +303,24 @@ def _own_memory(obj):
     return own
 
 
-def _numel(shape):
+def _numel(shape: Optional[Sequence[int]]) -> int:
     n = 1
     for x in shape or ():
         n *= x
     return n
 
 
-def _skip_all(rules, why):
+def _skip_all(rules: Sequence[str], why: str) -> List[Finding]:
     return [finding(r, SKIP, why) for r in rules]
 
 
-def _check_tensor(exp, own, flags=0):
+def _check_tensor(exp: Export, own: Dict[str, Any],
+                  flags: int = 0) -> Tuple[bool, str, Dict[str, Any]]:
     """(ok, text, summary) for the tensor of an export: dlb_validate, then the
     object's shape."""
     status, text = native().check_tensor(exp.tensor, flags)
     if status != 0:
-        return False, "dlb_validate refused the tensor: " + text, None
+        return False, "dlb_validate refused the tensor: " + text, {}
     s = exp.summary()
     n = native()
     desc = "%s %s, ndim %d" % (n.dtype_text(*s["dtype"]), _fmt_shape(s["shape"] or ()), s["ndim"])
@@ -331,7 +336,7 @@ def _check_tensor(exp, own, flags=0):
     return True, desc, s
 
 
-def _alignment_note(s):
+def _alignment_note(s: Dict[str, Any]) -> str:
     if not s["address"] or s["dtype"][1] < 8:
         return ""
     item = s["dtype"][1] * s["dtype"][2] // 8
@@ -340,14 +345,14 @@ def _alignment_note(s):
     return ""
 
 
-def _same_memory(exp_summary, own):
+def _same_memory(exp_summary: Dict[str, Any], own: Dict[str, Any]) -> Optional[bool]:
     """None when unknown (no own address, or an empty tensor); else bool."""
     if own["address"] is None or _numel(exp_summary["shape"]) == 0:
         return None
-    return exp_summary["address"] == own["address"]
+    return bool(exp_summary["address"] == own["address"])
 
 
-def _offset_text(exp_summary, own):
+def _offset_text(exp_summary: Dict[str, Any], own: Dict[str, Any]) -> str:
     return "%+d bytes from the object's own address (%s)" % (
         exp_summary["address"] - own["address"], own["address_from"])
 
@@ -357,7 +362,7 @@ def _offset_text(exp_summary, own):
 # ----------------------------------------------------------------------------
 
 
-def probe_device(s):
+def probe_device(s: Subject) -> List[Finding]:
     try:
         d = s.obj.__dlpack_device__()
     except Exception as e:  # noqa: BLE001
@@ -375,9 +380,9 @@ _LEGACY_RULES = ("legacy.capsule", "legacy.tensor", "legacy.device", "legacy.zer
                  "legacy.values", "legacy.read_only")
 
 
-def probe_legacy(s):
+def probe_legacy(s: Subject) -> List[Finding]:
     own = s.own()
-    out = []
+    out: List[Finding] = []
     exp, err = s.export()
     if err is not None:
         if isinstance(err, BufferError):
@@ -446,7 +451,7 @@ def probe_legacy(s):
         release(exp)
 
 
-def _values(s, exp, summary):
+def _values(s: Subject, exp: Export, summary: Dict[str, Any]) -> Finding:
     own = s.own()
     if not own["buffer"]:
         return finding("legacy.values", SKIP, "the object has no buffer protocol to compare with")
@@ -471,9 +476,9 @@ _VERSIONED_RULES = ("versioned.capsule", "versioned.tensor", "versioned.strides"
                     "versioned.device", "versioned.read_only", "versioned.is_copied")
 
 
-def probe_versioned(s):
+def probe_versioned(s: Subject) -> List[Finding]:
     own = s.own()
-    out = []
+    out: List[Finding] = []
     exp, err = s.export(max_version=MAX_VERSION)
     if err is not None:
         if isinstance(err, TypeError):
@@ -571,11 +576,11 @@ def probe_versioned(s):
         release(exp)
 
 
-def probe_max_version(s):
+def probe_max_version(s: Subject) -> List[Finding]:
     legacy_only = s.legacy_only()
     if legacy_only:
         return _skip_all(("max_version.old", "max_version.newer"), legacy_only)
-    out = []
+    out: List[Finding] = []
     exp, err = s.export(max_version=(0, 8))
     try:
         if err is not None:
@@ -613,25 +618,26 @@ def probe_max_version(s):
     return out
 
 
-def _versioned_tensor(s, exp, rule, what):
+def _versioned_tensor(s: Subject, exp: Export, rule: str,
+                      what: str) -> Tuple[Dict[str, Any], Optional[Finding]]:
     """(summary, None) for a usable versioned export, or (None, finding)."""
     if exp.name != VERSIONED or not exp.managed or not exp.version or exp.version[0] != 1:
         detail = "%s returned %s" % (what, exp.name_text)
         if exp.name == LEGACY:
             detail += ", which cannot carry IS_COPIED or READ_ONLY"
-        return None, finding(rule, FAIL, detail)
+        return {}, finding(rule, FAIL, detail)
     status, text = native().check_tensor(exp.tensor)
     if status != 0:
-        return None, finding(rule, FAIL, "%s: dlb_validate refused the tensor: %s" % (what, text))
+        return {}, finding(rule, FAIL, "%s: dlb_validate refused the tensor: %s" % (what, text))
     return exp.summary(), None
 
 
-def probe_copy(s):
+def probe_copy(s: Subject) -> List[Finding]:
     legacy_only = s.legacy_only()
     if legacy_only:
         return _skip_all(("copy.true", "copy.false"), legacy_only)
     own = s.own()
-    out = []
+    out: List[Finding] = []
     base, base_err = s.export(max_version=MAX_VERSION)
     base_summary = None
     if base_err is None and base.name == VERSIONED and base.version and base.version[0] == 1:
@@ -692,7 +698,8 @@ def probe_copy(s):
     return out
 
 
-def _copy_true(exp, summary, base, base_summary, own):
+def _copy_true(exp: Export, summary: Dict[str, Any], base: Optional[Export],
+               base_summary: Optional[Dict[str, Any]], own: Dict[str, Any]) -> Finding:
     if not exp.flags & FLAG_IS_COPIED:
         return finding("copy.true", FAIL, "copy=True gave flags 0x%x: IS_COPIED unset" % exp.flags)
     if _numel(summary["shape"]) == 0:
@@ -702,7 +709,7 @@ def _copy_true(exp, summary, base, base_summary, own):
                        "as %s) flagged IS_COPIED" % own["address_from"])
     if base_summary is not None and summary["address"] == base_summary["address"]:
         return finding("copy.true", FAIL, "copy=True gave the same address as the default export")
-    if summary["device"][0] != kDLCPU or base_summary is None:
+    if summary["device"][0] != kDLCPU or base_summary is None or base is None:
         return finding("copy.true", PASS, "IS_COPIED set, memory of its own")
     got, why = native().compact_bytes(exp.tensor)
     want, why2 = native().compact_bytes(base.tensor)
@@ -715,7 +722,7 @@ def _copy_true(exp, summary, base, base_summary, own):
     return finding("copy.true", PASS, "IS_COPIED set, memory of its own, %d bytes equal" % len(got))
 
 
-def probe_dl_device(s):
+def probe_dl_device(s: Subject) -> List[Finding]:
     rules = ("dl_device.same", "dl_device.host", "dl_device.other")
     legacy_only = s.legacy_only()
     if legacy_only:
@@ -724,7 +731,7 @@ def probe_dl_device(s):
     if device is None:
         return _skip_all(rules, "__dlpack_device__() failed")
     own = s.own()
-    out = []
+    out: List[Finding] = []
     exp, err = s.export(max_version=MAX_VERSION, dl_device=device)
     try:
         if err is not None:
@@ -787,7 +794,7 @@ def probe_dl_device(s):
     return out
 
 
-def probe_stream(s):
+def probe_stream(s: Subject) -> List[Finding]:
     device = s.device()
     if device is None:
         return [finding("stream.cpu", SKIP, "__dlpack_device__() failed")]
@@ -807,20 +814,21 @@ def probe_stream(s):
 # -- lifetimes -------------------------------------------------------------------
 
 
-def _kinds(s):
+def _kinds(s: Subject) -> List[Tuple[str, Dict[str, Any]]]:
     """[(label, kwargs)] of the export kinds the producer speaks."""
-    kinds = [("legacy", {})]
+    kinds: List[Tuple[str, Dict[str, Any]]] = [("legacy", {})]
     if s.protocol()[0] == "versioned":
         kinds.append(("versioned", {"max_version": MAX_VERSION}))
     return kinds
 
 
-def _calls_text(n):
+def _calls_text(n: int) -> str:
     return {0: "never", 1: "once", 2: "twice"}.get(n, "%d times" % n)
 
 
-def probe_unconsumed(s):
-    parts, failed = [], []
+def probe_unconsumed(s: Subject) -> List[Finding]:
+    parts: List[str] = []
+    failed: List[str] = []
     for label, kwargs in _kinds(s):
         exp, err = s.export(**kwargs)
         if err is not None:
@@ -847,8 +855,9 @@ def probe_unconsumed(s):
     return [finding("lifetime.unconsumed", PASS if parts else SKIP, "; ".join(parts) or "no export")]
 
 
-def probe_consumed(s):
-    parts, failed = [], []
+def probe_consumed(s: Subject) -> List[Finding]:
+    parts: List[str] = []
+    failed: List[str] = []
     for label, kwargs in _kinds(s):
         exp, err = s.export(**kwargs)
         if err is not None:
@@ -883,21 +892,21 @@ def probe_consumed(s):
 class _Tally:
     """Deleter calls of released exports, counted without keeping them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.exports = 0
-        self.bad = {}  # calls -> how many exports had that count
+        self.bad: Dict[int, int] = {}  # calls -> how many exports had that count
 
-    def add(self, s, record):
+    def add(self, s: Subject, record: Any) -> None:
         s.deleters.forget(record)
         self.exports += 1
         if record.calls != 1:
             self.bad[record.calls] = self.bad.get(record.calls, 0) + 1
 
-    def text(self):
+    def text(self) -> str:
         return ", ".join("%d ran %s" % (n, _calls_text(c)) for c, n in sorted(self.bad.items()))
 
 
-def _cycle(s, kinds, tally):
+def _cycle(s: Subject, kinds: List[Tuple[str, Dict[str, Any]]], tally: _Tally) -> None:
     """One export of each kind dropped unconsumed and one consumed."""
     for _label, kwargs in kinds:
         exp, err = s.export(**kwargs)
@@ -920,7 +929,7 @@ def _cycle(s, kinds, tally):
             release(exp)
 
 
-def probe_refcount(s):
+def probe_refcount(s: Subject) -> List[Finding]:
     kinds = _kinds(s)
     gc.collect()
     before = sys.getrefcount(s.obj)
@@ -943,13 +952,13 @@ _MEMORY_CYCLES = 50
 _MEMORY_BYTES_PER_EXPORT = 4  # a leak above this in every window fails
 
 
-def probe_memory(s):
+def probe_memory(s: Subject) -> List[Finding]:
     kinds = _kinds(s)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
     tally = _Tally()
-    grown = []
+    grown: List[int] = []
     try:
         for _ in range(10):  # warm caches
             _cycle(s, kinds, _Tally())
@@ -979,14 +988,14 @@ def probe_memory(s):
                     "memory retained" % n)]
 
 
-def probe_threads(s):
+def probe_threads(s: Subject) -> List[Finding]:
     kinds = _kinds(s)
     gc.collect()
     before = sys.getrefcount(s.obj)
     tallies = [_Tally() for _ in range(4)]
-    errors = []
+    errors: List[Exception] = []
 
-    def work(tally):
+    def work(tally: _Tally) -> None:
         try:
             for _ in range(25):
                 _cycle(s, kinds, tally)
@@ -994,10 +1003,10 @@ def probe_threads(s):
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in tallies]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     gc.collect()
     after = sys.getrefcount(s.obj)
     total = _Tally()
@@ -1016,8 +1025,11 @@ def probe_threads(s):
     return [finding("lifetime.threads", PASS, "%d exports on 4 threads, each deleter once" % n)]
 
 
-# (name, function, rules it reports), in report order.
-PROBES = (
+# A probe: (name, function, the rules it reports).
+Probe = Tuple[str, Callable[[Subject], List[Finding]], Tuple[str, ...]]
+
+# In report order.
+PROBES: Tuple[Probe, ...] = (
     ("device", probe_device, ("device.query",)),
     ("legacy", probe_legacy, _LEGACY_RULES),
     ("versioned", probe_versioned, _VERSIONED_RULES),

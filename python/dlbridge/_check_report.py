@@ -1,6 +1,7 @@
 """Findings and reports of the conformance checker, and their three formats."""
 
 import json
+from typing import Any, Dict, Iterable, List, Optional
 
 PASS = "pass"
 FAIL = "fail"
@@ -20,7 +21,7 @@ class Finding:
 
     __slots__ = ("rule", "status", "detail", "cite")
 
-    def __init__(self, rule, status, detail, cite=""):
+    def __init__(self, rule: str, status: str, detail: str, cite: str = "") -> None:
         if status not in STATUSES:
             raise ValueError("status must be one of %r, not %r" % (STATUSES, status))
         self.rule = rule
@@ -28,14 +29,14 @@ class Finding:
         self.detail = detail
         self.cite = cite
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, str]:
         return {"rule": self.rule, "status": self.status, "detail": self.detail, "cite": self.cite}
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: Dict[str, str]) -> "Finding":
         return cls(d["rule"], d["status"], d["detail"], d.get("cite", ""))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Finding(%r, %r, %r)" % (self.rule, self.status, self.detail)
 
 
@@ -49,7 +50,8 @@ class Report:
     reported; "in-process": in the checker's own process).
     """
 
-    def __init__(self, subject, producer, isolation, findings, crashed=()):
+    def __init__(self, subject: str, producer: str, isolation: str, findings: Iterable[Finding],
+                 crashed: Iterable[Dict[str, str]] = ()) -> None:
         self.subject = subject
         self.producer = producer
         self.isolation = isolation
@@ -57,34 +59,34 @@ class Report:
         self.crashed = list(crashed)
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return all(f.status != FAIL for f in self.findings)
 
     @property
-    def failures(self):
+    def failures(self) -> List[Finding]:
         return [f for f in self.findings if f.status == FAIL]
 
     @property
-    def counts(self):
+    def counts(self) -> Dict[str, int]:
         counts = {s: 0 for s in STATUSES}
         for f in self.findings:
             counts[f.status] += 1
         return counts
 
-    def finding(self, rule):
+    def finding(self, rule: str) -> Finding:
         """The finding of `rule` (KeyError when the report has none)."""
         for f in self.findings:
             if f.rule == rule:
                 return f
         raise KeyError(rule)
 
-    def _counts_text(self):
+    def _counts_text(self) -> str:
         c = self.counts
         return "%d rules: %d pass, %d fail, %d skip" % (len(self.findings), c[PASS], c[FAIL], c[SKIP])
 
     # -- formats ---------------------------------------------------------------
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         return {
             "format": JSON_FORMAT,
             "subject": self.subject,
@@ -96,13 +98,13 @@ class Report:
             "findings": [f.as_dict() for f in self.findings],
         }
 
-    def to_json(self, indent=2):
+    def to_json(self, indent: Optional[int] = 2) -> str:
         """The report as JSON. Keys, always all present: format, subject,
         producer, isolation, ok, counts {pass, fail, skip}, crashed (list of
         {probe, how}), findings (list of {rule, status, detail, cite})."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
-    def to_markdown(self, heading="##"):
+    def to_markdown(self, heading: str = "##") -> str:
         """The report as a markdown section: a summary line and a table."""
         lines = [
             "%s `%s`" % (heading, self.subject),
@@ -123,10 +125,10 @@ class Report:
         lines.append("")
         return "\n".join(lines)
 
-    def to_text(self, color=False):
+    def to_text(self, color: bool = False) -> str:
         """The report as an aligned table for a terminal; ANSI colours when
         `color` is true."""
-        paint = _paint if color else (lambda status, text: text)
+        paint = _paint if color else _plain
         width = max([len("RULE")] + [len(f.rule) for f in self.findings])
         lines = [
             "dlbridge.check: %s" % self.subject,
@@ -144,19 +146,23 @@ class Report:
         lines.append("%s: %s" % (paint(PASS if self.ok else FAIL, verdict), self._counts_text()))
         return "\n".join(lines)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.to_text()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<dlbridge.check report on %s: %s>" % (self.subject, self._counts_text())
 
 
 _COLORS = {PASS: "\033[32m", FAIL: "\033[1;31m", SKIP: "\033[33m"}
 
 
-def _paint(status, text):
+def _plain(status: str, text: str) -> str:
+    return text
+
+
+def _paint(status: str, text: str) -> str:
     return "%s%s\033[0m" % (_COLORS[status], text)
 
 
-def _md_cell(text):
+def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")

@@ -16,28 +16,30 @@ import sys
 import time
 import traceback
 import warnings
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from ._check_probes import PROBES, Subject, finding
+from ._check_probes import PROBES, Probe, Subject, finding
 from ._check_report import FAIL, SKIP, Finding
 
 FORK = "fork"
 IN_PROCESS = "in-process"
 
 
-def _run_probe(subject, probe):
+def _run_probe(subject: Subject, probe: Probe) -> List[Finding]:
     name, fn, rules = probe
     try:
         found = fn(subject)
     except Exception as e:  # noqa: BLE001 - a probe that raises is a finding
         where = traceback.extract_tb(e.__traceback__)[-1]
         text = "%s: %s" % (type(e).__name__, e)
-        return [Finding(r, FAIL, "probe %s raised %s (at %s:%d)" % (
+        return [Finding(r, FAIL, "probe %s raised %s (at %s:%s)" % (
             name, text, os.path.basename(where.filename), where.lineno)) for r in rules]
     by_rule = {f.rule: f for f in found}
     return [by_rule.get(r) or Finding(r, SKIP, "not reported by probe %s" % name) for r in rules]
 
 
-def run_in_process(obj, probes=PROBES):
+def run_in_process(obj: Any, probes: Sequence[Probe] = PROBES
+                   ) -> Tuple[List[Finding], List[Dict[str, str]]]:
     # The lifetime probes collect garbage often: frozen, the objects that
     # existed before the check are not scanned again each time.
     freeze = gc.get_freeze_count() == 0
@@ -45,7 +47,7 @@ def run_in_process(obj, probes=PROBES):
         gc.freeze()
     try:
         subject = Subject(obj)
-        findings = []
+        findings: List[Finding] = []
         for probe in probes:
             findings.extend(_run_probe(subject, probe))
         return findings, []
@@ -54,7 +56,7 @@ def run_in_process(obj, probes=PROBES):
             gc.unfreeze()
 
 
-def _child(obj, probes, start, wfd):
+def _child(obj: Any, probes: Sequence[Probe], start: int, wfd: int) -> NoReturn:
     """Runs probes[start:] and writes one JSON line per event; never returns."""
     code = 0
     try:
@@ -83,14 +85,14 @@ def _child(obj, probes, start, wfd):
         os._exit(code)
 
 
-def _send(wfd, message):
+def _send(wfd: int, message: Dict[str, Any]) -> None:
     data = (json.dumps(message) + "\n").encode("utf-8")
     while data:
         n = os.write(wfd, data)
         data = data[n:]
 
 
-def _how(status):
+def _how(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         try:
@@ -103,10 +105,11 @@ def _how(status):
     return "ended (wait status %d)" % status
 
 
-def run_forked(obj, probes=PROBES, timeout=60.0):
+def run_forked(obj: Any, probes: Sequence[Probe] = PROBES, timeout: float = 60.0
+               ) -> Tuple[List[Finding], List[Dict[str, str]]]:
     """(findings, crashed) with each run of probes in a forked child."""
-    results = {}
-    crashed = []
+    results: Dict[int, List[Finding]] = {}
+    crashed: List[Dict[str, str]] = []
     start = 0
     while start < len(probes):
         rfd, wfd = os.pipe()
@@ -143,12 +146,13 @@ def run_forked(obj, probes=PROBES, timeout=60.0):
     return findings, crashed
 
 
-def _collect(rfd, pid, results, timeout):
+def _collect(rfd: int, pid: int, results: Dict[int, List[Finding]],
+             timeout: float) -> Tuple[Optional[int], bool]:
     """Reads the child's events into `results` until it closes the pipe.
 
     Returns (index of the probe started and not finished or None, whether
     the child was killed for taking longer than `timeout` on one probe)."""
-    running = None
+    running: Optional[int] = None
     pending = b""
     deadline = time.monotonic() + timeout
     while True:

@@ -9,11 +9,15 @@
 """
 
 import fnmatch
+from typing import TYPE_CHECKING, Any, Iterable, Union
+
+if TYPE_CHECKING:
+    from ._check_report import Report
 
 __all__ = ["assert_conformant"]
 
 
-def assert_conformant(obj, allow=(), **kwargs):
+def assert_conformant(obj: Any, allow: Union[str, Iterable[str]] = (), **kwargs: Any) -> "Report":
     """Checks `obj` with :func:`dlbridge.check` and raises AssertionError
     listing every failed rule (id and detail) not in `allow`.
 
@@ -25,15 +29,14 @@ def assert_conformant(obj, allow=(), **kwargs):
     """
     from .check import RULES, check
 
-    if isinstance(allow, str):
-        allow = (allow,)
-    for pattern in allow:
+    patterns = (allow,) if isinstance(allow, str) else tuple(allow)
+    for pattern in patterns:
         if not fnmatch.filter(RULES, pattern):
             raise ValueError("allow=%r: %r matches no rule of dlbridge.check (rules: %s)"
-                             % (tuple(allow), pattern, ", ".join(RULES)))
+                             % (patterns, pattern, ", ".join(RULES)))
     report = check(obj, **kwargs)
     failures = [f for f in report.failures
-                if not any(fnmatch.fnmatchcase(f.rule, p) for p in allow)]
+                if not any(fnmatch.fnmatchcase(f.rule, p) for p in patterns)]
     if failures:
         lines = ["%s is not DLPack-conformant: %d rule(s) failed (isolation: %s)"
                  % (report.subject, len(failures), report.isolation)]

@@ -14,6 +14,7 @@ From a shell: ``python -m dlbridge.check "numpy:arange(12.0).reshape(3, 4)"``.
 
 import sys
 import types
+from typing import Any, List, Optional
 
 from .._check_probes import RULES as _RULES
 from .._check_report import Finding, Report
@@ -24,7 +25,8 @@ __all__ = ["check", "Report", "Finding", "RULES", "main"]
 RULES = {rule: text for rule, (text, _cite) in _RULES.items()}
 
 
-def check(obj, *, isolation="auto", timeout=60.0, label=None):
+def check(obj: Any, *, isolation: str = "auto", timeout: float = 60.0,
+          label: Optional[str] = None) -> Report:
     """Checks `obj`'s DLPack protocol against the DLPack header and the array
     API standard; returns a :class:`Report`.
 
@@ -56,13 +58,13 @@ def check(obj, *, isolation="auto", timeout=60.0, label=None):
     return Report(label or describe(obj), _producer(obj), isolation, findings, crashed)
 
 
-def _type_name(obj):
+def _type_name(obj: Any) -> str:
     t = type(obj)
     module = t.__module__
     return t.__qualname__ if module in ("builtins", "__main__") else "%s.%s" % (module, t.__qualname__)
 
 
-def describe(obj):
+def describe(obj: Any) -> str:
     """'numpy.ndarray shape=(3, 4) dtype=float64' (what the object says of itself)."""
     parts = [_type_name(obj)]
     for attr in ("shape", "dtype"):
@@ -79,7 +81,7 @@ def describe(obj):
     return " ".join(parts)
 
 
-def _producer(obj):
+def _producer(obj: Any) -> str:
     top = type(obj).__module__.split(".")[0]
     module = sys.modules.get(top)
     version = getattr(module, "__version__", None)
@@ -93,7 +95,7 @@ class SpecError(ValueError):
     """A MODULE:EXPR spec that does not give an object with __dlpack__."""
 
 
-def load(spec):
+def load(spec: str) -> Any:
     """The object a MODULE:EXPR spec names: MODULE imported, EXPR evaluated
     in its namespace. Raises SpecError saying what went wrong."""
     import importlib
@@ -131,7 +133,7 @@ __dlpack__).
 """
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     """The command line; returns the exit status."""
     import argparse
     import os
@@ -153,7 +155,7 @@ def main(argv=None):
                         help="seconds one probe may take before it is killed (default 60)")
     args = parser.parse_args(argv)
 
-    def usage(message):
+    def usage(message: str) -> int:
         print("python -m dlbridge.check: %s" % message, file=sys.stderr)
         return 2
 
@@ -177,7 +179,7 @@ def main(argv=None):
 class _CallableModule(types.ModuleType):
     """Lets the module itself be called: ``dlbridge.check(obj)``."""
 
-    def __call__(self, obj, **kwargs):
+    def __call__(self, obj: Any, **kwargs: Any) -> Report:
         return check(obj, **kwargs)
 
 
