@@ -342,7 +342,7 @@ def _alignment_note(s: Dict[str, Any]) -> str:
     item = s["dtype"][1] * s["dtype"][2] // 8
     if item and s["address"] % item:
         return "; data + byte_offset not aligned to its %d-byte element" % item
-    return ""
+    return "; element-aligned" if item > 1 else ""
 
 
 def _same_memory(exp_summary: Dict[str, Any], own: Dict[str, Any]) -> Optional[bool]:

@@ -195,6 +195,11 @@ def test_numpy_views_and_read_only_memory():
     assert report.ok, report.to_text()
     assert "strides (12, -3)" in report.finding("legacy.tensor").detail
     assert report.finding("legacy.values").status == "pass"
+    unaligned = np.zeros(17, dtype=np.uint8)[1:].view(np.float32)
+    report = dlbridge.check(unaligned)
+    assert report.ok
+    assert "not aligned to its 4-byte element" in report.finding("legacy.tensor").detail
+    assert "element-aligned" in dlbridge.check(np.arange(3.0)).finding("legacy.tensor").detail
     ro = np.arange(4.0)
     ro.flags.writeable = False
     report = dlbridge.check(ro)
