@@ -122,8 +122,14 @@ def run_forked(obj: Any, probes: Sequence[Probe] = PROBES, timeout: float = 60.0
             os.close(rfd)
             _child(obj, probes, start, wfd)
         os.close(wfd)
-        running, timed_out = _collect(rfd, pid, results, timeout)
-        os.close(rfd)
+        try:
+            running, timed_out = _collect(rfd, pid, results, timeout)
+        except BaseException:  # KeyboardInterrupt, a bad line: leave no child behind
+            _kill(pid)
+            os.waitpid(pid, 0)
+            raise
+        finally:
+            os.close(rfd)
         _, status = os.waitpid(pid, 0)
         if running is None:
             missing = [i for i in range(start, len(probes)) if i not in results]
@@ -158,10 +164,7 @@ def _collect(rfd: int, pid: int, results: Dict[int, List[Finding]],
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill(pid)
             return running, True
         ready, _, _ = select.select([rfd], [], [], left)
         if not ready:
@@ -179,3 +182,10 @@ def _collect(rfd: int, pid: int, results: Dict[int, List[Finding]],
                 results[event["index"]] = [Finding.from_dict(d) for d in event["findings"]]
                 running = None
             deadline = time.monotonic() + timeout
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
