@@ -18,6 +18,8 @@ rule; each fault breaks one:
 - ``device_lies``: ``__dlpack_device__`` says CUDA while the data is on the CPU.
 - ``ignores_stream``: stream= is accepted on this CPU tensor.
 - ``keeps_reference``: every export keeps a reference to the producer forever.
+- ``bad_dtype``: the dtype has type code 99, which DLPack does not define.
+- ``major_two``: versioned capsules claim DLPack 2.0 to a consumer that asked for 1.3.
 - ``abort``: ``__dlpack__`` aborts the process.
 - ``legacy_only``: ``__dlpack__`` takes no max_version/dl_device/copy (TypeError).
 
@@ -54,7 +56,7 @@ _DESTRUCTOR = ctypes.CFUNCTYPE(None, _vp)
 FAULTS = frozenset([
     "wrong_name", "versioned_always", "null_strides", "readonly_as_writable", "is_copied_lie",
     "copy_unflagged", "deleter_twice", "destructor_leaks", "ignores_rename", "device_lies",
-    "ignores_stream", "keeps_reference", "abort", "legacy_only",
+    "ignores_stream", "keeps_reference", "abort", "legacy_only", "bad_dtype", "major_two",
 ])
 
 
@@ -166,7 +168,7 @@ class Producer:
         strides = (ctypes.c_int64 * 2)(3, 1)
         if versioned:
             m = DLManagedTensorVersioned()
-            m.major, m.minor = 1, 3
+            m.major, m.minor = (2, 0) if "major_two" in self.faults else (1, 3)
             m.flags = flags
             key = "versioned"
         else:
@@ -176,7 +178,7 @@ class Producer:
         t.data = ctypes.addressof(data)
         t.device = DLDevice(1, 0)
         t.ndim = 2
-        t.dtype = DLDataType(2, 32, 1)
+        t.dtype = DLDataType(99 if "bad_dtype" in self.faults else 2, 32, 1)
         t.shape = shape
         t.strides = None if (versioned and "null_strides" in self.faults) else strides
         t.byte_offset = 0

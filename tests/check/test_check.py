@@ -39,6 +39,10 @@ BROKEN = {
     "device_lies": {"legacy.device", "versioned.device", "dl_device.same"},
     "ignores_stream": {"stream.cpu"},
     "keeps_reference": {"lifetime.refcount", "lifetime.memory", "lifetime.threads"},
+    "bad_dtype": {"legacy.tensor", "versioned.tensor", "copy.true", "copy.false",
+                  "dl_device.same"},
+    "major_two": {"versioned.capsule", "max_version.newer", "copy.true", "copy.false",
+                  "dl_device.same"},
 }
 
 
@@ -94,6 +98,13 @@ def test_failure_details_name_the_offending_value():
     assert "deleter ran never" in r.finding("lifetime.unconsumed").detail
     r = dlbridge.check(Producer("device_lies"))
     assert "on (1, 0), __dlpack_device__() says (2, 0)" in r.finding("legacy.device").detail
+    r = dlbridge.check(Producer("bad_dtype"))
+    assert "DLB_ERR_UNSUPPORTED_DTYPE" in r.finding("legacy.tensor").detail
+    assert "99" in r.finding("legacy.tensor").detail
+    r = dlbridge.check(Producer("major_two"))
+    assert "version 2.0, but the consumer asked for at most 1.3" in \
+        r.finding("versioned.capsule").detail
+    assert r.finding("lifetime.unconsumed").status == "pass"  # the deleter sits in the stable prefix
     r = dlbridge.check(Producer("readonly_as_writable"))
     assert "flags 0x0, READ_ONLY unset" in r.finding("versioned.read_only").detail
 
@@ -153,6 +164,18 @@ def test_a_probe_that_hangs_is_killed_after_the_timeout():
     assert report.crashed == [{"probe": "stream", "how": "did not finish within 2 s and was killed"}]
     assert report.finding("stream.cpu").status == "fail"
     assert report.finding("lifetime.threads").status == "pass"  # the next probes carried on
+
+
+def test_a_producer_returning_something_else_than_a_capsule():
+    class ReturnsBytes(Producer):
+        def __dlpack__(self, **kwargs):
+            return b"dltensor"
+
+    report = dlbridge.check(ReturnsBytes())
+    assert "__dlpack__() returned not a capsule (bytes)" in report.finding("legacy.capsule").detail
+    assert report.finding("versioned.capsule").status == "fail"
+    assert report.finding("legacy.tensor").status == "skip"
+    assert not report.crashed
 
 
 def test_legacy_only_producer_skips_the_1x_rules():
