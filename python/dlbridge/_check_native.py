@@ -259,7 +259,8 @@ class Export:
         self.deleter = 0
         self.has_destructor = False
         self.record: Optional[DeleterProbe.Record] = None  # set by whoever interposes
-        if type(capsule).__name__ != "PyCapsule":
+        self.is_capsule = type(capsule).__name__ == "PyCapsule"
+        if not self.is_capsule:
             return
         self.name = _capsule_get_name(capsule)
         self.has_destructor = bool(_capsule_get_destructor(capsule))
@@ -284,8 +285,10 @@ class Export:
 
     @property
     def name_text(self) -> str:
-        if self.name is None:
+        if not self.is_capsule:
             return "not a capsule (%s)" % type(self.capsule).__name__
+        if self.name is None:
+            return "a capsule without a name"
         return '"%s"' % self.name.decode("ascii", "replace")
 
     def dltensor(self) -> Any:
