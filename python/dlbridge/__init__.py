@@ -206,3 +206,5 @@ def device_info(device_type: int) -> DeviceInfo:
 from_buffer = _glue.from_buffer
 from_dlpack = _glue.from_dlpack
 live_exports = _glue.live_exports
+
+from . import check  # noqa: E402  dlbridge.check(obj) and python -m dlbridge.check
