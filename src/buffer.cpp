@@ -102,6 +102,7 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const St
   b->refs.store(1, std::memory_order_relaxed);
   b->deleted.store(false, std::memory_order_relaxed);
   b->ready.store(false, std::memory_order_relaxed);
+  b->default_plan.store(0, std::memory_order_relaxed);
   b->ops = &ops;
   b->flags = flags;
   b->tensor = view;
@@ -123,7 +124,6 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const St
     b->tensor.data = static_cast<unsigned char*>(mem) + data_at;
     b->tensor.byte_offset = 0;
   }
-  cache_default_plans(b);
   return b;
 }
 

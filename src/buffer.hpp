@@ -78,14 +78,24 @@ extern const StorageOps kImportedLegacyStorage;
 extern const StorageOps kBackendStorage;            // a storage on a dlb_backend
 
 // What an export with given options does, decided before anything is
-// allocated (the export planner's result; see export.cpp).
+// allocated (the export planner's result; see export.cpp). One word, so
+// that a buffer can keep its default-options plan in one atomic.
 struct Plan {
-  bool copy = false;         // hand out a fresh host copy
-  bool wait = false;         // call the storage's wait_ready first
-  bool access = false;       // take zero-copy access through acquire/release
-  bool fold_offset = false;  // byte_offset goes into data (data is an address)
-  DLDevice device{};         // device written into the export
-  std::uint64_t flags = 0;   // DLPACK_FLAG_BITMASK_* bits
+  static constexpr std::uint64_t kCopy = 1;        // hand out a fresh host copy
+  static constexpr std::uint64_t kWait = 2;        // call the storage's wait_ready first
+  static constexpr std::uint64_t kAccess = 4;      // take zero-copy access through acquire/release
+  static constexpr std::uint64_t kFoldOffset = 8;  // byte_offset goes into data (data is an address)
+  static constexpr std::uint64_t kToCpu = 16;      // the export says {kDLCPU, 0}, else the buffer's device
+  static constexpr int kFlagsShift = 8;            // above: the DLPACK_FLAG_BITMASK_* bits of the export
+  // Bits 5-7 are never set by the planner (free for the buffer's cache).
+  std::uint64_t bits = 0;
+
+  bool copy() const noexcept { return (bits & kCopy) != 0; }
+  bool wait() const noexcept { return (bits & kWait) != 0; }
+  bool access() const noexcept { return (bits & kAccess) != 0; }
+  bool fold_offset() const noexcept { return (bits & kFoldOffset) != 0; }
+  bool to_cpu() const noexcept { return (bits & kToCpu) != 0; }
+  std::uint64_t flags() const noexcept { return bits >> kFlagsShift; }
 };
 
 }  // namespace dlb
@@ -98,17 +108,15 @@ struct dlb_buffer {
   std::atomic<bool> ready;  // backend readiness already awaited (immutable storages)
   bool contiguous;          // compact row-major
   bool pooled;              // a fixed-size header block from the thread cache
-  // Bit 0: default_plan holds the planner's decision for a versioned export
-  // with default options; bit 1: for a legacy one too (the two differ only
-  // in whether the planner refuses). Written once when the buffer is made,
-  // read-only afterwards.
-  std::uint8_t plan_cached;
   const dlb::StorageOps* ops;
   std::uint64_t flags;      // DLB_BUFFER_* bits except DELETED, which is `deleted`
   DLTensor tensor;          // shape/strides point at dims; strides never NULL if ndim > 0
   std::uint64_t nbytes;     // compact size
   dlb::StorageState owner;
-  dlb::Plan default_plan;
+  // The export planner's decision for the default options (Plan bits),
+  // stored by the first default export; 0 until then, and for as long as
+  // the storage says the decision may change. See export.cpp.
+  std::atomic<std::uint64_t> default_plan;
   std::int64_t dims[1];     // 2 * ndim entries (at least one slot)
 };
 
@@ -119,7 +127,7 @@ struct LayoutInfo;
 // Creates a buffer over `ops` with room for the metadata of `view` (shape/
 // strides copied; NULL strides made compact) and, for inline-data storage,
 // 64-byte aligned zeroed memory for the data; the storage state is
-// `state`. Caches the planner's default decisions. Returns nullptr on OOM
+// `state`. Returns nullptr on OOM
 // with the error set; on success refs = 1.
 dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const StorageOps& ops, std::uint64_t flags,
                           const StorageState& state) noexcept;

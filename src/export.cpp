@@ -127,8 +127,7 @@ const char* copy_remedy() noexcept {
 }
 
 // A refusal of the planner: with `report` the thread's error is set, else
-// (deciding the cached default plans at buffer creation) only the status
-// is returned.
+// only the status is returned.
 #define DLB_REFUSE(report, code, ...) return (report) ? set_error((code), __VA_ARGS__) : (code)
 
 // Says why an export needs a copy it may not make: copy forbidden, or a
@@ -158,9 +157,10 @@ __attribute__((noinline, cold)) dlb_status refuse_copy(const dlb_buffer* b, cons
 // The export planner: the one place that decides what an export with given
 // options does. Everything it reads of the buffer is fixed when the buffer
 // is made, except what the storage's shareable() reports as unstable, so
-// its answer for the default options is computed once (cache_default_plans)
-// and reused by every default export. Inlined, so that for the default
-// options (a constant) the compiler folds away what they leave undecided.
+// its answer for the default options is computed by the first default
+// export (plan_default) and reused by every later one. Inlined, so that for
+// the default options (a constant) the compiler folds away what they leave
+// undecided.
 __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, const dlb_export_options& opt, bool report, Plan* plan,
                      bool* stable) noexcept {
   const StorageOps& ops = *b->ops;
@@ -192,8 +192,8 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   if (ops.shareable != nullptr) share = ops.shareable(b, nullptr, 0, stable);
   const bool zero_copy = share == DLB_OK && !move_to_cpu;
 
-  plan->copy = opt.copy == DLB_COPY_ALWAYS || !zero_copy;
-  if (plan->copy) {
+  const bool copy = opt.copy == DLB_COPY_ALWAYS || !zero_copy;
+  if (copy) {
     const bool forbidden = !zero_copy && opt.copy == DLB_COPY_NEVER;
     if (forbidden || (opt.has_target_device != 0 && !want_cpu)) {
       if (report) return refuse_copy(b, opt, share);
@@ -201,7 +201,9 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
     }
   }
 
-  plan->device = plan->copy ? DLDevice{kDLCPU, 0} : (want_cpu ? DLDevice{kDLCPU, 0} : dev);
+  // The export's device: {kDLCPU, 0} for a copy or when the CPU was asked
+  // for, else the buffer's own.
+  const bool to_cpu = copy || want_cpu;
   // The stream rules of the Python protocol. Absent (stream=None): nothing
   // to check. Given: refused for host memory, unless the storage waits on
   // streams itself (a backend's wait callback gets it whatever its
@@ -210,7 +212,7 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   // stream handle.
   const bool stream_given = opt.stream != DLB_STREAM_NONE || (opt.flags & DLB_EXPORT_STREAM_GIVEN) != 0;
   if (stream_given) {
-    if (device_type_of(plan->device) == kDLCPU && ops.wait_ready == nullptr)
+    if ((to_cpu || dev_type == kDLCPU) && ops.wait_ready == nullptr)
       DLB_REFUSE(report, DLB_ERR_INVALID_ARGUMENT,
                  "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
                  "(pass no stream: stream=None in Python)",
@@ -225,25 +227,29 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   // IS_COPIED only on an export that makes its copy itself: the consumer
   // then solely owns the memory. A zero-copy export of memory that was a
   // copy once (an imported IS_COPIED tensor) shares it, so it says nothing.
-  plan->flags = 0;
-  if (plan->copy) {
-    plan->flags = DLPACK_FLAG_BITMASK_IS_COPIED;
-    if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0) plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  std::uint64_t flags = 0;
+  if (copy) {
+    flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+    if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0) flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   } else if ((b->flags & DLB_BUFFER_READ_ONLY) != 0 || (opt.flags & DLB_EXPORT_READ_ONLY) != 0) {
-    plan->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   }
-  plan->wait = !plan->copy && ops.wait_ready != nullptr;
-  plan->access = !plan->copy && ops.acquire != nullptr;
+  std::uint64_t bits = flags << Plan::kFlagsShift;
+  if (copy) bits |= Plan::kCopy;
+  if (to_cpu) bits |= Plan::kToCpu;
+  if (!copy && ops.wait_ready != nullptr) bits |= Plan::kWait;
+  if (!copy && ops.acquire != nullptr) bits |= Plan::kAccess;
   // Devices whose data is an address get byte_offset folded into data
   // (consumers such as torch ignore byte_offset); opaque handles keep it.
-  plan->fold_offset = !plan->copy && device_data_is_address(dev_type);
+  if (!copy && device_data_is_address(dev_type)) bits |= Plan::kFoldOffset;
+  plan->bits = bits;
   return DLB_OK;
 }
 
 // The planner's last step for a legacy export: its struct has no flag to
 // carry READ_ONLY.
 __attribute__((always_inline)) inline dlb_status check_legacy(const Plan& plan, const dlb_export_options& opt, bool report) noexcept {
-  if ((plan.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 && (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
+  if ((plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 && (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
     DLB_REFUSE(report, DLB_ERR_READ_ONLY,
                "the buffer is read-only and a legacy DLManagedTensor has no flag to say so; export a "
                "DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer will not write");
@@ -252,33 +258,64 @@ __attribute__((always_inline)) inline dlb_status check_legacy(const Plan& plan, 
 
 #undef DLB_REFUSE
 
-constexpr std::uint8_t kCachedVersioned = 1;
-constexpr std::uint8_t kCachedLegacy = 2;
-
 constexpr dlb_export_options kDefaultOptions = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
-                                            DLB_STREAM_NONE, 0};
+                                                DLB_STREAM_NONE, 0};
+
+// The planner's default decision as kept in dlb_buffer::default_plan: its
+// Plan bits and one of two bits the planner leaves free saying for which
+// kind of export the plan holds (the planner refuses the legacy export of a
+// read-only buffer). One word, so that threads making the first default
+// exports of a buffer at once may each store it (they store the same value)
+// without a lock; 0: nothing cached.
+constexpr std::uint64_t kCachedVersioned = 32;
+constexpr std::uint64_t kCachedLegacy = 64;
+static_assert((kCachedVersioned | kCachedLegacy) < (std::uint64_t{1} << Plan::kFlagsShift) &&
+              ((kCachedVersioned | kCachedLegacy) &
+               (Plan::kCopy | Plan::kWait | Plan::kAccess | Plan::kFoldOffset | Plan::kToCpu)) == 0);
+
+// A default-options export whose decision is not cached: the planner for
+// the default options, its decision kept in the buffer when the storage
+// says it never changes. Inlined: the planner for constant options is
+// short, and a call would cost the first export of every buffer more.
+__attribute__((always_inline)) inline dlb_status plan_default(dlb_buffer* b, bool versioned, Plan* plan) noexcept {
+  bool stable = true;
+  DLB_TRY(make_plan(b, kDefaultOptions, true, plan, &stable));
+  const bool legacy_ok = check_legacy(*plan, kDefaultOptions, false) == DLB_OK;
+  if (stable)
+    b->default_plan.store(plan->bits | kCachedVersioned | (legacy_ok ? kCachedLegacy : 0), std::memory_order_relaxed);
+  if (!versioned) DLB_TRY(check_legacy(*plan, kDefaultOptions, true));
+  return DLB_OK;
+}
 
 // Builds the export. On failure nothing is left allocated and no reference
 // is taken.
 dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versioned, ExportBlock** out) noexcept {
-  // Default options: the planner's decision cached when the buffer was
-  // made. Other options, or no cached decision: the planner itself.
-  const Plan* plan = nullptr;
-  Plan decided;
+  // Default options: the planner's decision cached by an earlier default
+  // export. Other options, or nothing cached yet: the planner itself.
+  Plan plan;
+  bool cached = false;
+  if (options == nullptr) {
+    const std::uint64_t word = b->default_plan.load(std::memory_order_relaxed);
+    if ((word & (versioned ? kCachedVersioned : kCachedLegacy)) != 0) {
+      plan.bits = word & ~(kCachedVersioned | kCachedLegacy);
+      cached = true;
+    }
+  }
   dlb_export_options opt;
-  if (options == nullptr && (b->plan_cached & (versioned ? kCachedVersioned : kCachedLegacy)) != 0)
-    plan = &b->default_plan;
-  if (plan == nullptr) DLB_TRY(read_options(options, &opt));
+  if (!cached && options != nullptr) DLB_TRY(read_options(options, &opt));
   if (b->deleted.load(std::memory_order_acquire))
     return set_error(DLB_ERR_DELETED,
                      "buffer was deleted (donated) and cannot be exported; exports made before stay valid");
   std::int64_t stream = DLB_STREAM_NONE;
-  if (plan == nullptr) {
-    bool stable = true;
-    DLB_TRY(make_plan(b, opt, true, &decided, &stable));
-    if (!versioned) DLB_TRY(check_legacy(decided, opt, true));
-    plan = &decided;
-    stream = opt.stream;
+  if (!cached) {
+    if (options == nullptr) {
+      DLB_TRY(plan_default(b, versioned, &plan));
+    } else {
+      bool stable = true;
+      DLB_TRY(make_plan(b, opt, true, &plan, &stable));
+      if (!versioned) DLB_TRY(check_legacy(plan, opt, true));
+      stream = opt.stream;
+    }
   }
 
   const std::int32_t ndim = b->tensor.ndim;
@@ -292,12 +329,12 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
   std::int64_t* strides = shape + blk->capacity;
 
   DLTensor t;
-  t.device = plan->device;
+  t.device = plan.to_cpu() ? DLDevice{kDLCPU, 0} : b->tensor.device;
   t.ndim = ndim;
   t.dtype = b->tensor.dtype;
   t.shape = shape;
   t.strides = strides;
-  if (plan->copy) {
+  if (plan.copy()) {
     void* mem = mem_alloc_aligned(64, static_cast<std::size_t>(b->nbytes));
     if (mem == nullptr) {
       give_back_block(blk);
@@ -322,18 +359,18 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
       strides[i] = from_strides[i];
     }
     void* data = b->tensor.data;
-    if (plan->wait || plan->access) {
-      dlb_status s = plan->wait ? b->ops->wait_ready(b, stream) : DLB_OK;
-      if (s == DLB_OK && plan->access) s = b->ops->acquire(b, &data, &blk->access_ref);
+    if (plan.wait() || plan.access()) {
+      dlb_status s = plan.wait() ? b->ops->wait_ready(b, stream) : DLB_OK;
+      if (s == DLB_OK && plan.access()) s = b->ops->acquire(b, &data, &blk->access_ref);
       if (s != DLB_OK) {
         give_back_block(blk);
         return s;
       }
-      blk->has_access = plan->access;
+      blk->has_access = plan.access();
     }
     t.data = data;
     t.byte_offset = b->tensor.byte_offset;
-    if (plan->fold_offset) {
+    if (plan.fold_offset()) {
       // An empty tensor's data and offset are never read: no arithmetic on them.
       if (data != nullptr && b->nbytes != 0) t.data = static_cast<unsigned char*>(data) + t.byte_offset;
       t.byte_offset = 0;
@@ -351,7 +388,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     m.version.minor = DLB_DLPACK_MINOR;
     m.manager_ctx = blk;
     m.deleter = deleter_versioned;
-    m.flags = plan->flags;
+    m.flags = plan.flags();
     m.dl_tensor = t;
   } else {
     DLManagedTensor& m = blk->managed.legacy;
@@ -386,14 +423,6 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
 
 std::int64_t live_exports() noexcept { return live_total(); }
 
-void cache_default_plans(dlb_buffer* b) noexcept {
-  b->plan_cached = 0;
-  bool stable = true;
-  if (make_plan(b, kDefaultOptions, false, &b->default_plan, &stable) != DLB_OK || !stable) return;
-  b->plan_cached = kCachedVersioned;
-  if (check_legacy(b->default_plan, kDefaultOptions, false) == DLB_OK) b->plan_cached |= kCachedLegacy;
-}
-
 dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept {
   if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -404,13 +433,13 @@ dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_
   Plan plan;
   bool stable = true;
   DLB_TRY(make_plan(b, opt, true, &plan, &stable));
-  if (!plan.copy) {
+  if (!plan.copy()) {
     buffer_retain(b);
     *out = b;
     return DLB_OK;
   }
   std::uint64_t flags = DLB_BUFFER_COPIED;
-  if ((plan.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) flags |= DLB_BUFFER_READ_ONLY;
+  if ((plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) flags |= DLB_BUFFER_READ_ONLY;
   return buffer_to_host(b, opt.stream, flags, out);
 }
 

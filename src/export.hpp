@@ -10,10 +10,6 @@ namespace dlb {
 dlb_status export_versioned(dlb_buffer* b, const dlb_export_options* options, DLManagedTensorVersioned** out) noexcept;
 dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLManagedTensor** out) noexcept;
 std::int64_t live_exports() noexcept;
-// Runs the export planner for the default options (versioned and legacy)
-// and keeps its decisions in the buffer for the default-options exports.
-// Called by buffer_create once the storage state is set; sets no error.
-void cache_default_plans(dlb_buffer* b) noexcept;
 // dlb_buffer_resolve: the planner's decision without an export.
 dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept;
 

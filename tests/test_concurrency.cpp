@@ -72,3 +72,50 @@ TEST_F(Concurrency, AFailureOnOneThreadLeavesAnotherThreadsMessageAlone) {
   b.join();
   EXPECT_NE(seen_by_a.find("shape[0] is -7"), std::string::npos) << seen_by_a;
 }
+
+// A buffer's first default exports decide and keep the planner's answer;
+// threads making them at once must all get that answer, whichever stores it
+// first, and later exports the same.
+TEST_F(Concurrency, FirstDefaultExportsOnManyThreadsAllGetThePlannersDecision) {
+  static float data[8];
+  const long rounds = iterations(2000) / 20 + 1;
+  for (long r = 0; r < rounds; ++r) {
+    const bool read_only = (r % 2) == 0;
+    int64_t shape[1] = {6};
+    DLTensor view{data, DLDevice{kDLCUDAHost, 3}, 1, f32(), shape, nullptr, 2 * sizeof(float)};
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_buffer_wrap(&view, read_only ? DLB_BUFFER_READ_ONLY : 0, nullptr, nullptr, &b), DLB_OK);
+    std::atomic<int> go{0};
+    std::atomic<int> wrong{0};
+    auto check_versioned = [&] {
+      DLManagedTensorVersioned* m = nullptr;
+      if (dlb_export_versioned(b, nullptr, &m) != DLB_OK) return ++wrong, void();
+      const DLTensor& t = m->dl_tensor;
+      if (t.data != data + 2 || t.byte_offset != 0 || t.device.device_type != kDLCUDAHost ||
+          t.device.device_id != 3 || m->flags != (read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0u))
+        ++wrong;
+      m->deleter(m);
+    };
+    auto check_legacy = [&] {
+      DLManagedTensor* m = nullptr;
+      const dlb_status s = dlb_export_legacy(b, nullptr, &m);
+      if (s != (read_only ? DLB_ERR_READ_ONLY : DLB_OK)) return ++wrong, void();
+      if (s == DLB_ERR_READ_ONLY) return;
+      if (m->dl_tensor.data != data + 2 || m->dl_tensor.device.device_id != 3) ++wrong;
+      m->deleter(m);
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        while (go.load() == 0) std::this_thread::yield();
+        if (t % 2 == 0) check_versioned(); else check_legacy();
+      });
+    go = 1;
+    for (auto& t : threads) t.join();
+    check_legacy();
+    check_versioned();
+    ASSERT_EQ(wrong.load(), 0) << "round " << r;
+    dlb_buffer_release(b);
+  }
+  EXPECT_EQ(dlb_live_exports(), 0);
+}
