@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "errors.hpp"
@@ -28,7 +27,8 @@ struct Pool {
   std::mutex mu;
   std::condition_variable work_cv;
   std::condition_variable done_cv;
-  std::vector<std::thread> workers;
+  std::vector<pthread_t> workers;
+  Pool* orphan_next = nullptr;  // the list of pools a fork left behind
   std::uint64_t generation = 0;
   bool stop = false;
   void (*fn)(void*, int) = nullptr;
@@ -68,7 +68,7 @@ struct Pool {
       stop = true;
     }
     work_cv.notify_all();
-    for (auto& t : workers) t.join();
+    for (pthread_t t : workers) pthread_join(t, nullptr);
     workers.clear();
   }
 };
@@ -77,6 +77,9 @@ struct Pool {
 // take it at once runs serially instead of queueing behind another one.
 std::mutex g_run_mu;
 Pool* g_pool = nullptr;     // guarded by g_run_mu
+// Pools inherited across fork, whose workers do not exist in this process:
+// never touched again, only kept reachable (they are not leaks to report).
+Pool* g_orphans = nullptr;
 bool g_shut_down = false;   // guarded by g_run_mu: set at exit
 
 // -1: not set yet (DLB_COPY_THREADS is read on first use); else the value
@@ -117,14 +120,24 @@ int effective_threads() noexcept {
 // Fork: a child must not see the pool (its workers do not exist there) nor
 // a lock held by a thread that does not exist. The prepare handler takes
 // run_mu, so no job is in flight at the fork; the child drops the pool
-// object without touching it (it is leaked, once per fork that had one).
+// object without touching it (kept on the orphan list, once per fork that
+// had one).
 void fork_prepare() noexcept { g_run_mu.lock(); }
 void fork_parent() noexcept { g_run_mu.unlock(); }
 void fork_child() noexcept {
+  if (g_pool != nullptr) {
+    g_pool->orphan_next = g_orphans;
+    g_orphans = g_pool;
+  }
   g_pool = nullptr;
   g_run_mu.unlock();
 }
 [[maybe_unused]] const int g_atfork = pthread_atfork(fork_prepare, fork_parent, fork_child);
+
+void* worker_entry(void* pool) noexcept {
+  static_cast<Pool*>(pool)->worker_main();
+  return nullptr;
+}
 
 // Joins the workers at exit (static destruction, or dlclose of the library).
 struct Reaper {
@@ -152,11 +165,20 @@ Pool* pool_with(int workers) noexcept {
   if (p == nullptr) return nullptr;
   try {
     p->workers.reserve(static_cast<std::size_t>(workers));
-    for (int i = 0; i < workers; ++i) p->workers.emplace_back([p] { p->worker_main(); });
   } catch (...) {
-    p->shut_down();
     delete p;
     return nullptr;
+  }
+  // Plain pthreads: no heap state per thread, so a pool a fork leaves
+  // behind holds nothing that only the lost threads could free.
+  for (int i = 0; i < workers; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, worker_entry, p) != 0) {
+      p->shut_down();
+      delete p;
+      return nullptr;
+    }
+    p->workers.push_back(t);  // within the reserved capacity: cannot throw
   }
   g_pool = p;
   return p;
