@@ -1141,6 +1141,9 @@ DLB_API dlb_status dlb_set_copy_threads(int n);
  * with 0 resolved to the core count. Thread-safe.
  */
 DLB_API int dlb_copy_threads(void);
+/** @} */
+
+/* ------------------------------------------------------------------------ */
 /* DLPack C exchange API                                                    */
 /* ------------------------------------------------------------------------ */
 
