@@ -98,14 +98,20 @@ def test_stream_orders_the_pending_write(driver, consumer_stream, producer_type,
         p.close()
 
 
-def test_no_stream_means_the_legacy_default_stream(driver):
+@pytest.mark.parametrize("producer_type", [cp.VersionedProducer, cp.LegacyProducer])
+def test_no_stream_means_the_legacy_default_stream(driver, producer_type):
     """Without stream=, the producer is asked with stream=None, which the
-    protocol makes mean the legacy default stream: dlbridge records 1."""
-    p = cp.VersionedProducer(driver, A)
+    protocol makes mean the legacy default stream: dlbridge records 1.
+    (A legacy producer's type is known by now: from_dlpack's hot path.)"""
+    p = producer_type(driver, A)
     try:
         p.write(B, delay_us=200_000)
         t = dlbridge.from_dlpack(p)
         assert p.calls == [None]
+        assert dlbridge._glue.is_legacy_producer(producer_type) == (producer_type is cp.LegacyProducer)
+        t2 = dlbridge.from_dlpack(p)  # the type is known now
+        assert p.calls == [None, None] and t2.stream == 1 and t2.data_ptr == p.ptr
+        del t2
         assert t.stream == 1 and t.data_ptr == p.ptr
         assert host_values(t) == B
         del t
