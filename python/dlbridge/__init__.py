@@ -78,6 +78,12 @@ class Tensor(_glue.TensorBase):
     (``BufferError`` when a copy is needed), None copies only when needed;
     ``dl_device`` is the consumer's ``(device_type, device_id)``; ``stream``
     must be None for host memory.
+
+    CUDA memory (tensors taken in with :func:`from_dlpack` from a CUDA
+    producer) remembers the stream of its last writer: ``stream`` reads it
+    (None for other tensors), ``set_stream(s)`` records a new one after
+    enqueueing work that writes the memory. Exports to a consumer's stream
+    and copies to the host are ordered after that stream.
     """
 
     __slots__ = ()

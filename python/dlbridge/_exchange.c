@@ -272,10 +272,31 @@ PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int
     PyErr_SetString(PyExc_BufferError, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
     return NULL;
   }
+  /* No synchronisation was asked for: device memory is ordered before the
+   * producer's current work stream (NULL, the legacy default stream, when
+   * the producer has no say), which the buffer then carries. */
+  int64_t stream = 1;
+  const DLDevice where = tensor->version.major == 1 ? tensor->dl_tensor.device : (DLDevice){kDLCPU, 0};
+  if (api->current_work_stream != NULL &&
+      (where.device_type == kDLCUDA || where.device_type == kDLCUDAHost ||
+       where.device_type == kDLCUDAManaged)) {
+    void* current = NULL;
+    if (api->current_work_stream(where.device_type, where.device_id, &current) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_BufferError, "the producer's current_work_stream failed without an exception");
+      PyObject *type, *value, *trace;
+      PyErr_Fetch(&type, &value, &trace);
+      dlb_managed_free_versioned(tensor);
+      PyErr_Restore(type, value, trace);
+      return NULL;
+    }
+    if (current != NULL) stream = (int64_t)(uintptr_t)current;
+  }
   dlb_buffer* buffer = NULL;
-  const dlb_status s = dlb_import_versioned(tensor, NULL, &buffer);
+  const dlb_status s = tensor->version.major == 1 ? dlbpy_import_managed(tensor, stream, &buffer)
+                                                  : dlb_import_versioned(tensor, NULL, &buffer);
   if (s != DLB_OK) {
-    (void)dlbpy_raise_status(s);
+    if (!PyErr_Occurred()) (void)dlbpy_raise_status(s);
     /* Still ours: free it with the exception kept aside, since the
      * deleter may run Python code. */
     PyObject *type, *value, *trace;

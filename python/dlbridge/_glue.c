@@ -172,7 +172,22 @@ static PyObject* make_meta(dlb_buffer* buffer) {
   char name[64];
   s = dlb_dtype_name(t.dtype, name, sizeof name);
   if (s != DLB_OK) return dlbpy_raise_status(s);
-  const uintptr_t data = (uintptr_t)t.data + (uintptr_t)t.byte_offset;
+  uintptr_t data = (uintptr_t)t.data + (uintptr_t)t.byte_offset;
+  if (t.data == NULL && (dlb_buffer_flags(buffer) & DLB_BUFFER_BACKEND) != 0) {
+    /* A backend's memory (CUDA device memory) is only reached through an
+     * export: one that orders nothing (stream -1) and copies nothing, read
+     * and freed. */
+    dlb_export_options options;
+    dlb_export_options_init(&options);
+    options.copy = DLB_COPY_NEVER;
+    options.stream = -1;
+    options.flags |= DLB_EXPORT_STREAM_GIVEN;
+    DLManagedTensorVersioned* view = NULL;
+    if (dlb_export_versioned(buffer, &options, &view) == DLB_OK) {
+      data = (uintptr_t)view->dl_tensor.data + (uintptr_t)view->dl_tensor.byte_offset;
+      dlb_managed_free_versioned(view);
+    }
+  }
   return Py_BuildValue("(NNsNNNN)", int_tuple(t.shape, t.ndim), int_tuple(t.strides, t.ndim), name,
                        device_tuple(&t.device), PyLong_FromUnsignedLongLong(data),
                        PyBool_FromLong((dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0),
@@ -210,6 +225,30 @@ static PyObject* tensor_delete(PyObject* self, PyObject* unused) {
   const dlb_status s = dlb_buffer_delete(t->buffer);
   if (s != DLB_OK) return dlbpy_raise_status(s);
   Py_RETURN_NONE;
+}
+
+/* set_stream(stream): records the stream value of the buffer's last writer
+ * (dlb_cuda_buffer_set_stream); dlbridge.Error for a tensor that is not
+ * CUDA memory of the library's backend or a value below -1. */
+static PyObject* tensor_set_stream(PyObject* self, PyObject* arg) {
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+    PyErr_Format(PyExc_TypeError, "stream must be an int, not %R", arg);
+    return NULL;
+  }
+  const long long value = PyLong_AsLongLong(arg);
+  if (value == -1 && PyErr_Occurred()) return NULL;
+  const dlb_status s = dlb_cuda_buffer_set_stream(((dlbpy_tensor*)self)->buffer, (int64_t)value);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  Py_RETURN_NONE;
+}
+
+/* The stream value of the last writer of CUDA memory (dlb_cuda_buffer_stream),
+ * None for a tensor the CUDA backend does not hold. */
+static PyObject* tensor_get_stream(PyObject* self, void* closure) {
+  (void)closure;
+  int64_t value = 0;
+  if (dlb_cuda_buffer_stream(((dlbpy_tensor*)self)->buffer, &value) != DLB_OK) Py_RETURN_NONE;
+  return PyLong_FromLongLong((long long)value);
 }
 
 static PyObject* tensor_dlpack_device(PyObject* self, PyObject* unused) {
@@ -408,7 +447,40 @@ static void shim_deleter_legacy(DLManagedTensor* shim) {
   PyGILState_Release(state);
 }
 
-static int import_versioned(PyObject* capsule, dlb_buffer** out) {
+/* ---- CUDA memory in ---------------------------------------------------- */
+
+/* Memory the library's CUDA backend takes in (dlb_cuda_import_*). */
+static int is_cuda_kind(DLDeviceType type) {
+  return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+}
+
+/* A shim (see above) in as a buffer: CUDA memory through the CUDA backend,
+ * so that the buffer carries `stream` (the stream its producer ordered the
+ * data before), re-exports stream-ordered and can be copied to the host.
+ * What the backend does not take (DLB_ERR_UNSUPPORTED_DEVICE: no driver or
+ * no device, built without CUDA, or memory the driver does not know as the
+ * kind the tensor says) comes in as a plain buffer, as any other memory
+ * does. On failure the dlbridge.Error is set and the shim is still the
+ * caller's. */
+static dlb_status take_in(void* shim, int versioned, DLDeviceType type, int64_t stream,
+                          dlb_buffer** out) {
+  dlb_status s = DLB_ERR_UNSUPPORTED_DEVICE;
+  if (is_cuda_kind(type)) {
+    s = versioned ? dlb_cuda_import_versioned(NULL, (DLManagedTensorVersioned*)shim, stream, out)
+                  : dlb_cuda_import_legacy(NULL, (DLManagedTensor*)shim, stream, out);
+  }
+  if (s == DLB_ERR_UNSUPPORTED_DEVICE) {
+    s = versioned ? dlb_import_versioned((DLManagedTensorVersioned*)shim, NULL, out)
+                  : dlb_import_legacy((DLManagedTensor*)shim, NULL, out);
+  }
+  if (s != DLB_OK) dlbpy_raise_status(s);
+  return s;
+}
+
+/* Imports a capsule; `stream` is the stream value CUDA memory is ordered
+ * before (1 when the producer was asked without a stream, as the protocol
+ * then has it assume the legacy default stream). */
+static int import_versioned(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   DLManagedTensorVersioned* original =
       (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, kNameVersioned);
   if (original == NULL) {
@@ -437,10 +509,8 @@ static int import_versioned(PyObject* capsule, dlb_buffer** out) {
   *shim = *original;
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_versioned : NULL;
-  const dlb_status s = dlb_import_versioned(shim, NULL, &buffer);
-  if (s != DLB_OK) {
+  if (take_in(shim, 1, original->dl_tensor.device.device_type, stream, &buffer) != DLB_OK) {
     free(shim); /* the capsule still owns `original` */
-    dlbpy_raise_status(s);
     return -1;
   }
   PyCapsule_SetName(capsule, kNameUsedVersioned);
@@ -448,7 +518,7 @@ static int import_versioned(PyObject* capsule, dlb_buffer** out) {
   return 0;
 }
 
-static int import_legacy(PyObject* capsule, dlb_buffer** out) {
+static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   DLManagedTensor* original = (DLManagedTensor*)PyCapsule_GetPointer(capsule, kNameLegacy);
   if (original == NULL) {
     PyErr_Clear();
@@ -464,10 +534,8 @@ static int import_legacy(PyObject* capsule, dlb_buffer** out) {
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_legacy : NULL;
   dlb_buffer* buffer = NULL;
-  const dlb_status s = dlb_import_legacy(shim, NULL, &buffer);
-  if (s != DLB_OK) {
+  if (take_in(shim, 0, original->dl_tensor.device.device_type, stream, &buffer) != DLB_OK) {
     free(shim);
-    dlbpy_raise_status(s);
     return -1;
   }
   PyCapsule_SetName(capsule, kNameUsedLegacy);
@@ -475,9 +543,9 @@ static int import_legacy(PyObject* capsule, dlb_buffer** out) {
   return 0;
 }
 
-int dlbpy_import_capsule(PyObject* capsule, dlb_buffer** out) {
-  if (PyCapsule_IsValid(capsule, kNameVersioned)) return import_versioned(capsule, out);
-  if (PyCapsule_IsValid(capsule, kNameLegacy)) return import_legacy(capsule, out);
+static int import_capsule_on(PyObject* capsule, int64_t stream, dlb_buffer** out) {
+  if (PyCapsule_IsValid(capsule, kNameVersioned)) return import_versioned(capsule, stream, out);
+  if (PyCapsule_IsValid(capsule, kNameLegacy)) return import_legacy(capsule, stream, out);
   char text[200];
   if (!PyCapsule_CheckExact(capsule)) {
     PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(capsule), "__name__");
@@ -500,9 +568,31 @@ int dlbpy_import_capsule(PyObject* capsule, dlb_buffer** out) {
   return -1;
 }
 
-static PyObject* import_to_tensor(PyObject* capsule) {
+int dlbpy_import_capsule(PyObject* capsule, dlb_buffer** out) {
+  return import_capsule_on(capsule, 1, out);
+}
+
+dlb_status dlbpy_import_managed(DLManagedTensorVersioned* tensor, int64_t stream, dlb_buffer** out) {
+  return take_in(tensor, 1, tensor->dl_tensor.device.device_type, stream, out);
+}
+
+/* Drops a producer's capsule. One the import refused still holds the
+ * tensor, and the producer's capsule destructor, which may run Python code,
+ * deletes it: the import's exception is kept aside meanwhile. */
+static void drop_capsule(PyObject* capsule) {
+  if (!PyErr_Occurred()) {
+    Py_DECREF(capsule);
+    return;
+  }
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  Py_DECREF(capsule);
+  PyErr_Restore(type, value, trace);
+}
+
+static PyObject* import_to_tensor(PyObject* capsule, int64_t stream) {
   dlb_buffer* buffer = NULL;
-  if (dlbpy_import_capsule(capsule, &buffer) != 0) return NULL;
+  if (import_capsule_on(capsule, stream, &buffer) != 0) return NULL;
   return dlbpy_tensor_new(buffer);
 }
 
@@ -578,16 +668,78 @@ static int is_keyword_refusal(PyObject* error) {
 }
 
 /* The legacy protocol: the producer cannot be asked for a copy or a device,
- * so the library decides both on what it got. */
-static PyObject* legacy_import(PyObject* method, const long long* device, int policy) {
-  PyObject* capsule = PyObject_CallObject(method, NULL);
+ * so the library decides both on what it got. `stream` (a borrowed int, or
+ * NULL for none) is passed on as the protocol's stream; `stream_value` is
+ * its value, 1 for none. */
+static PyObject* legacy_import(PyObject* method, PyObject* stream, int64_t stream_value,
+                               const long long* device, int policy) {
+  PyObject* capsule;
+  if (stream == NULL) {
+    capsule = PyObject_CallObject(method, NULL);
+  } else {
+    PyObject* kwargs = Py_BuildValue("{sO}", "stream", stream);
+    PyObject* empty = kwargs != NULL ? PyTuple_New(0) : NULL;
+    capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(kwargs);
+  }
   if (capsule == NULL) return NULL;
-  PyObject* tensor = import_to_tensor(capsule);
-  Py_DECREF(capsule);
+  PyObject* tensor = import_to_tensor(capsule, stream_value);
+  drop_capsule(capsule);
   return resolve(tensor, device, policy);
 }
 
-/* from_dlpack(obj, *, device=None, copy=None) */
+/* The consumer's stream of from_dlpack(obj, stream=...), checked against
+ * the device obj says its memory is on (obj.__dlpack_device__(), as the
+ * standard's consumers ask before __dlpack__) and the device asked for.
+ * The array API standard: only None where there are no streams (the
+ * library's device table says where), and for CUDA and ROCm a stream value
+ * of -1, 1, 2 or above; never 0 (ambiguous). 0 with *value set, or -1
+ * with TypeError / ValueError set. */
+static int consumer_stream(PyObject* obj, PyObject* stream, const long long* device,
+                           long long* value) {
+  if (!PyLong_Check(stream) || PyBool_Check(stream)) {
+    PyErr_Format(PyExc_TypeError, "stream must be an int or None, not %R", stream);
+    return -1;
+  }
+  *value = PyLong_AsLongLong(stream);
+  if (*value == -1 && PyErr_Occurred()) return -1;
+  if (*value == 0 || *value < -1) {
+    PyErr_Format(PyExc_ValueError,
+                 "stream %lld is not a consumer stream: the array API standard allows -1 (no "
+                 "synchronisation), 1 (legacy default stream), 2 (per-thread default stream) or "
+                 "a stream handle; 0 is ambiguous",
+                 *value);
+    return -1;
+  }
+  PyObject* where = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+  if (where == NULL) return -1;
+  long long producer[2];
+  const int bad = int_pair(where, "__dlpack_device__()", "(device_type, device_id)", producer);
+  Py_DECREF(where);
+  if (bad) return -1;
+  const long long* targets[2] = {producer, device};
+  for (int i = 0; i < 2; ++i) {
+    const long long* d = targets[i];
+    if (d == NULL) continue;
+    dlb_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    const int known = d[0] >= INT32_MIN && d[0] <= INT32_MAX &&
+                      dlb_device_type_info((int32_t)d[0], &info) == DLB_OK;
+    if (!known || (info.flags & DLB_DEVICE_HAS_STREAMS) == 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "stream=%lld given, but %s (%lld, %lld) has no streams: the array API standard "
+                   "allows only stream=None there",
+                   *value, i == 0 ? "the producer's memory is on" : "the requested device",
+                   d[0], d[1]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* from_dlpack(obj, *, device=None, copy=None, stream=None) */
 static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs,
                                   PyObject* kwnames) {
   (void)module;
@@ -608,17 +760,18 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
     if (legacy) {
       PyObject* capsule = PyObject_CallMethodObjArgs(obj, g_str_dlpack, NULL);
       if (capsule == NULL) return NULL;
-      PyObject* tensor = import_to_tensor(capsule);
-      Py_DECREF(capsule);
+      PyObject* tensor = import_to_tensor(capsule, 1);
+      drop_capsule(capsule);
       return tensor;
     }
   }
-  static const char* const names[] = {"device", "copy"};
-  PyObject* v[2];
-  if (keyword_only("from_dlpack", args + 1, 0, kwnames, names, 2, v) != 0) return NULL;
+  static const char* const names[] = {"device", "copy", "stream"};
+  PyObject* v[3];
+  if (keyword_only("from_dlpack", args + 1, 0, kwnames, names, 3, v) != 0) return NULL;
   /* keyword values sit after the positional one */
   PyObject* device_arg = v[0] == Py_None ? NULL : v[0];
   PyObject* copy = v[1] == Py_None ? NULL : v[1];
+  PyObject* stream = v[2] == Py_None ? NULL : v[2];
   long long device[2];
   if (device_arg != NULL &&
       int_pair(device_arg, "device", "(device_type, device_id)", device) != 0) {
@@ -626,7 +779,9 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
   }
   const int policy = copy_policy(copy);
   if (policy < 0) return NULL;
-  if (kwnames != NULL) { /* (without keywords the table was tried above) */
+  if (kwnames != NULL && stream == NULL) {
+    /* (without keywords the table was tried above; with a stream the
+     * producer is asked through __dlpack__, which takes one) */
     int handled = 0;
     PyObject* tensor = dlbpy_exchange_from_dlpack(obj, device_arg != NULL ? device : NULL, policy, &handled);
     if (handled) return tensor;
@@ -637,7 +792,12 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     if (PyCapsule_CheckExact(obj)) { /* a capsule straight from a to_dlpack() */
       PyErr_Clear();
-      return resolve(import_to_tensor(obj), device_arg != NULL ? device : NULL, policy);
+      if (stream != NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "stream= is for a producer's __dlpack__; a capsule is made already");
+        return NULL;
+      }
+      return resolve(import_to_tensor(obj, 1), device_arg != NULL ? device : NULL, policy);
     }
     PyErr_Clear();
     PyErr_Format(PyExc_AttributeError,
@@ -646,6 +806,11 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
   }
 
   PyObject* result = NULL;
+  long long stream_value = 1; /* none given: the producer assumes the legacy default stream */
+  if (stream != NULL &&
+      consumer_stream(obj, stream, device_arg != NULL ? device : NULL, &stream_value) != 0) {
+    goto done;
+  }
   const int legacy = PySet_Contains(g_legacy_types, producer);
   if (legacy < 0) goto done;
   if (!legacy) {
@@ -658,13 +823,14 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
       Py_XDECREF(pair);
     }
     if (!bad && copy != NULL) bad = PyDict_SetItemString(kwargs, "copy", copy);
+    if (!bad && stream != NULL) bad = PyDict_SetItemString(kwargs, "stream", stream);
     PyObject* empty = bad ? NULL : PyTuple_New(0);
     PyObject* capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
     Py_XDECREF(empty);
     Py_DECREF(kwargs);
     if (capsule != NULL) {
-      result = import_to_tensor(capsule);
-      Py_DECREF(capsule);
+      result = import_to_tensor(capsule, (int64_t)stream_value);
+      drop_capsule(capsule);
       goto done;
     }
     if (bad || !PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
@@ -679,12 +845,12 @@ static PyObject* glue_from_dlpack(PyObject* module, PyObject* const* args, Py_ss
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(trace);
-    result = legacy_import(method, device_arg != NULL ? device : NULL, policy);
+    result = legacy_import(method, stream, (int64_t)stream_value, device_arg != NULL ? device : NULL, policy);
     /* Remembered only once the legacy call worked. */
     if (result != NULL && PySet_Add(g_legacy_types, producer) != 0) Py_CLEAR(result);
     goto done;
   }
-  result = legacy_import(method, device_arg != NULL ? device : NULL, policy);
+  result = legacy_import(method, stream, (int64_t)stream_value, device_arg != NULL ? device : NULL, policy);
 done:
   Py_DECREF(method);
   return result;
@@ -982,6 +1148,13 @@ static PyMethodDef tensor_methods[] = {
      "Exports the tensor as a DLPack capsule (the array API standard's protocol)."},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__()\n--\n\n(device_type, device_id) in DLPack's numbering."},
+    {"set_stream", tensor_set_stream, METH_O,
+     "set_stream(stream, /)\n--\n\n"
+     "Records the CUDA stream of the tensor's last writer (a stream value: 1 the\n"
+     "legacy default stream, 2 the per-thread default stream, -1 no pending work,\n"
+     "or a CUstream handle as an int), so that later exports and copies are\n"
+     "ordered after that work. dlbridge.Error (DLB_ERR_INVALID_ARGUMENT) for a\n"
+     "tensor that is not CUDA memory of dlbridge's CUDA backend."},
     {"delete", tensor_delete, METH_NOARGS,
      "delete()\n--\n\nDeletes (donates) the buffer: later exports raise BufferError."},
     {NULL, NULL, 0, NULL},
@@ -991,6 +1164,10 @@ static PyGetSetDef tensor_getset[] = {
     {"_m", tensor_get_meta, NULL, "metadata tuple (cached)", NULL},
     {"_handle", tensor_get_handle, NULL, "the dlb_buffer* as an int (borrowed)", NULL},
     {"deleted", tensor_get_deleted, NULL, "True once delete() was called.", NULL},
+    {"stream", tensor_get_stream, NULL,
+     "The stream value of the last writer of CUDA memory (see set_stream); None for a\n"
+     "tensor dlbridge's CUDA backend does not hold.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1032,7 +1209,7 @@ static PyMethodDef module_methods[] = {
      "object without the buffer protocol, DLB_ERR_UNSUPPORTED_DTYPE or\n"
      "DLB_ERR_UNSUPPORTED_LAYOUT for what DLPack cannot describe."},
     {"from_dlpack", (PyCFunction)(void (*)(void))glue_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(obj, /, *, device=None, copy=None)\n--\n\n"
+     "from_dlpack(obj, /, *, device=None, copy=None, stream=None)\n--\n\n"
      "A Tensor over what any DLPack producer (numpy, torch, dlbridge) exports.\n\n"
      "Asks for a versioned capsule (max_version=(1, 3), with dl_device and copy\n"
      "when given). A producer whose __dlpack__ refuses those keyword arguments\n"
@@ -1042,7 +1219,15 @@ static PyMethodDef module_methods[] = {
      "capsule itself. An object without __dlpack__ raises AttributeError.\n"
      "device: the (device_type, device_id) the result must be on; copy: True\n"
      "always copies, False never copies (BufferError when a copy would be\n"
-     "needed), None copies only when needed."},
+     "needed), None copies only when needed.\n\n"
+     "stream (an extension of the standard's from_dlpack): the consumer's CUDA\n"
+     "stream, passed to the producer's __dlpack__; -1, 1, 2 or a stream handle.\n"
+     "ValueError for 0, or for any stream when the producer's memory or the\n"
+     "device asked for has no streams (the standard allows only None there).\n"
+     "CUDA memory comes in through dlbridge's CUDA backend, carrying that\n"
+     "stream (1, the legacy default stream, when none is given: the protocol's\n"
+     "producer then assumes it); without a usable CUDA driver it comes in as\n"
+     "plain memory, which can be exported again but not copied to the host."},
     {"live_exports", glue_live_exports, METH_NOARGS,
      "live_exports()\n--\n\n"
      "Managed tensors exported by the library whose deleter has not yet run."},

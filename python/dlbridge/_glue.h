@@ -41,4 +41,15 @@ PyObject* dlbpy_export_capsule(dlb_buffer* buffer, const dlb_export_options* opt
  * failure returns -1 with dlbridge.Error set, the capsule untouched. */
 int dlbpy_import_capsule(PyObject* capsule, dlb_buffer** out);
 
+/* A DLPack 1.x managed tensor (major version 1) in as a buffer: CUDA memory
+ * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) through dlb_cuda_import_versioned
+ * with `stream`, the stream its producer ordered the data before, so the
+ * buffer is stream-ordered and copies to the host; other memory, and CUDA
+ * memory the CUDA backend does not take (DLB_ERR_UNSUPPORTED_DEVICE: no
+ * driver or device, built without CUDA, memory the driver does not know as
+ * that kind), through dlb_import_versioned. DLB_OK with *out a new
+ * buffer owning `tensor`; otherwise the status, dlbridge.Error set, and
+ * `tensor` still the caller's. */
+dlb_status dlbpy_import_managed(DLManagedTensorVersioned* tensor, int64_t stream, dlb_buffer** out);
+
 #endif /* DLBRIDGE_PYTHON_GLUE_H_ */

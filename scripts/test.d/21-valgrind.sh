@@ -28,6 +28,7 @@ if [[ -d tests/python ]]; then
   mkdir -p "$stub/torch"
   echo 'raise ImportError("torch is not loaded under valgrind")' >"$stub/torch/__init__.py"
   PYTHONPATH=$stub:$build/python PYTHONMALLOC=malloc PYTHONDONTWRITEBYTECODE=1 \
+    DLB_TEST_FAKE_CUDA="$build/tests/cuda/libfake_cuda.so" \
     "${vg[@]}" --suppressions="$supp" \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/python -k "not torch" \
       --ignore=tests/python/test_torch.py --ignore=tests/python/test_properties.py

@@ -6,8 +6,9 @@
 # and from a directory outside the source tree runs `mypy --strict` over the
 # installed package and the whole Python suite (tests/python) against it:
 # the DLPack exchanges with numpy and torch, the buffer protocol, lifetimes
-# (threads, no GIL, exit with exports alive), the cffi cdef, and the
-# property tests with a fixed seed and a bounded example count.
+# (threads, no GIL, exit with exports alive), the cffi cdef, CUDA producers
+# against the fake CUDA driver of tests/cuda, and the property tests with a
+# fixed seed and a bounded example count.
 #
 #   bash scripts/test.d/40-python.sh <build-dir>
 #
@@ -78,6 +79,11 @@ fi
 echo "== 40-python: mypy --strict over the installed package"
 "$venv/bin/python" -m mypy --strict --no-incremental -p dlbridge
 
+# The CUDA tests (test_cuda_fake.py) load the fake CUDA driver the build
+# made (tests/cuda) in place of libcuda.so.1.
+fake_cuda=$build/tests/cuda/libfake_cuda.so
+[ -f "$fake_cuda" ] || { echo "40-python: $fake_cuda is missing (build the tests)" >&2; exit 1; }
+
 echo "== 40-python: pytest tests/python against the installed package (from $outside)"
-env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 \
+env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 DLB_TEST_FAKE_CUDA="$fake_cuda" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider --hypothesis-profile=ci "$root/tests/python"
