@@ -97,11 +97,21 @@ bool unmap_large(void* p) noexcept {
   return true;
 }
 
+// Below the large size, an aligned block is carved out of a plain malloc
+// block, whose address is kept in the word before the aligned one. glibc's
+// own memalign asks its heap for more than the block and, with other
+// allocations in between, keeps growing the heap into fresh pages instead
+// of reusing a freed block of the same size: every copy destination then
+// faults its pages in again. malloc blocks are reused.
 void* aligned_small(std::size_t alignment, std::size_t size) noexcept {
   if (size == 0) size = alignment;
-  const std::size_t rounded = (size + alignment - 1) & ~(alignment - 1);
-  if (rounded < size) return nullptr;
-  return std::aligned_alloc(alignment, rounded);
+  if (size > SIZE_MAX - alignment - sizeof(void*)) return nullptr;
+  void* raw = std::malloc(size + alignment + sizeof(void*));
+  if (raw == nullptr) return nullptr;
+  const auto first = reinterpret_cast<std::uintptr_t>(raw) + sizeof(void*);
+  const std::uintptr_t aligned = (first + alignment - 1) & ~static_cast<std::uintptr_t>(alignment - 1);
+  reinterpret_cast<void**>(aligned)[-1] = raw;
+  return reinterpret_cast<void*>(aligned);
 }
 
 }  // namespace
@@ -126,9 +136,11 @@ void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept {
   return p;
 }
 
-void mem_free(void* p) noexcept {
+void mem_free(void* p) noexcept { std::free(p); }
+
+void mem_free_aligned(void* p) noexcept {
   if (p == nullptr || unmap_large(p)) return;
-  std::free(p);
+  std::free(static_cast<void**>(p)[-1]);
 }
 
 namespace testing {

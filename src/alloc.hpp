@@ -10,8 +10,8 @@ namespace dlb {
 
 // malloc-like; nullptr on failure (real or injected). Never throws.
 void* mem_alloc(std::size_t size) noexcept;
-// Aligned allocation (alignment a power of two >= sizeof(void*)); the size
-// is rounded up to a multiple of the alignment. nullptr on failure.
+// Aligned allocation (alignment a power of two, at least 16, at most 2 MiB);
+// freed with mem_free_aligned. nullptr on failure.
 // Contents are indeterminate. Large sizes (kLargeAllocation and up) get
 // fresh anonymous pages marked for transparent huge pages, so that the
 // first write, which every copy destination gets anyway, faults them in
@@ -21,8 +21,10 @@ void* mem_alloc_aligned(std::size_t alignment, std::size_t size) noexcept;
 // kernel zeroes lazily on first touch (as calloc does), so that nothing is
 // written here; small ones are cleared with memset.
 void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept;
-// Frees what any of the above returned. NULL-safe.
+// Frees what mem_alloc returned. NULL-safe.
 void mem_free(void* p) noexcept;
+// Frees what mem_alloc_aligned or mem_alloc_zeroed returned. NULL-safe.
+void mem_free_aligned(void* p) noexcept;
 
 // Allocations of this many bytes and more are served by their own mapping.
 // Below it glibc's heap serves them, reusing freed blocks whose pages are

@@ -30,9 +30,14 @@ std::size_t header_size(std::int32_t ndim) noexcept {
 void finalize(dlb_buffer* b) noexcept {
   b->ops->finalize(b);
   const bool pooled = b->pooled;
+  const bool inline_data = b->ops->inline_data;  // the header came from mem_alloc_aligned/zeroed
   const std::size_t size = header_size(kPooledNdim);
   b->~dlb_buffer();
-  if (!pooled || !cache_give(BlockClass::buffer, b, size)) mem_free(b);
+  if (inline_data) {
+    mem_free_aligned(b);
+  } else if (!pooled || !cache_give(BlockClass::buffer, b, size)) {
+    mem_free(b);
+  }
 }
 
 // The host-side storages: their memory is the view's own data.

@@ -75,7 +75,7 @@ void give_back_block(ExportBlock* b) noexcept {
 void finish(ExportBlock* b) noexcept {
   if (b->has_access) b->buffer->ops->release(b->buffer, b->access_ref);
   if (b->buffer != nullptr) buffer_release(b->buffer);
-  if (b->copy != nullptr) mem_free(b->copy);
+  if (b->copy != nullptr) mem_free_aligned(b->copy);
   give_back_block(b);
 }
 
@@ -342,7 +342,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     }
     const dlb_status s = buffer_copy_out(b, mem, b->nbytes, stream);
     if (s != DLB_OK) {
-      mem_free(mem);
+      mem_free_aligned(mem);
       give_back_block(blk);
       return s;
     }

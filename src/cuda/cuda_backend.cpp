@@ -287,13 +287,13 @@ std::int32_t cb_copy_to_host(void* ctx, void* storage, void* dst, std::uint64_t 
     rc = d.cuStreamSynchronize(stream);
   }
   if (rc != kSuccess) {
-    mem_free(staging);
+    mem_free_aligned(staging);
     return callback_error(call, rc);
   }
   view.data = staging;
   view.byte_offset = below;
   const dlb_status st = copy_view_to_contiguous(view, s->info, dst);
-  mem_free(staging);
+  mem_free_aligned(staging);
   if (st != DLB_OK) {
     set_backend_text(last_error_message());
     return 1;

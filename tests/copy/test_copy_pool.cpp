@@ -184,8 +184,8 @@ TEST(CopyAlloc, InjectedFailuresReachEveryAllocator) {
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 64, 0u);
     EXPECT_EQ(static_cast<unsigned char*>(z)[n - 1], 0);
     std::memset(a, 1, n);
-    dlb::mem_free(a);
-    dlb::mem_free(z);
+    dlb::mem_free_aligned(a);
+    dlb::mem_free_aligned(z);
   }
   EXPECT_EQ(dlb::testing::large_allocations_live(), 0);
   // A large buffer's allocation failing is reported, nothing leaks.
