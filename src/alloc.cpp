@@ -30,7 +30,6 @@ bool injected_failure() noexcept {
 // outside either, so they are listed (address -> length) in a registry
 // kept beside them; only page-aligned addresses are looked up there
 // (malloc's blocks rarely are).
-constexpr std::size_t kPage = 4096;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 struct Mapping {
@@ -79,7 +78,9 @@ void* map_large(std::size_t size) noexcept {
 
 // Unmaps p when it is a large allocation; false when it is not one.
 bool unmap_large(void* p) noexcept {
-  if ((reinterpret_cast<std::uintptr_t>(p) & (kPage - 1)) != 0) return false;
+  // Every mapping starts on a huge-page boundary; anything else is a heap
+  // block, found without taking the registry lock.
+  if ((reinterpret_cast<std::uintptr_t>(p) & (kHugePage - 1)) != 0) return false;
   Mapping* found = nullptr;
   pthread_mutex_lock(&g_registry_mu);
   for (Mapping** link = &g_registry; *link != nullptr; link = &(*link)->next) {

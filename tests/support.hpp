@@ -19,6 +19,15 @@ inline DLDataType f64() { return DLDataType{kDLFloat, 64, 1}; }
 inline DLDataType i32() { return DLDataType{kDLInt, 32, 1}; }
 inline DLDataType u8() { return DLDataType{kDLUInt, 8, 1}; }
 
+// Export options with the given copy policy and flags, the rest defaults.
+inline dlb_export_options opts(std::int32_t copy, std::uint64_t flags = 0) {
+  dlb_export_options o;
+  dlb_export_options_init(&o);
+  o.copy = copy;
+  o.flags = flags;
+  return o;
+}
+
 // A tensor from "another library": owns its data, shape and strides, and
 // counts how often its deleter ran.
 struct ForeignTensor {

@@ -158,13 +158,6 @@ dlb_buffer* tiles_buffer(dlb_backend* be, int32_t layout, uint64_t flags = 0) {
   return b;
 }
 
-dlb_export_options opts(int32_t copy) {
-  dlb_export_options o;
-  dlb_export_options_init(&o);
-  o.copy = copy;
-  return o;
-}
-
 void expect_logical_values(const DLManagedTensorVersioned* m) {
   const float* v = static_cast<const float*>(m->dl_tensor.data);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(v[i], 100.0f + static_cast<float>(i)) << i;

@@ -14,14 +14,6 @@ namespace {
 
 class Devices : public DlbTest {};
 
-dlb_export_options opts(int32_t copy, uint64_t flags = 0) {
-  dlb_export_options o;
-  dlb_export_options_init(&o);
-  o.copy = copy;
-  o.flags = flags;
-  return o;
-}
-
 dlb_buffer* wrap_on(DLDeviceType type, std::vector<float>& data, int64_t* shape) {
   DLTensor view{data.data(), DLDevice{type, 0}, 1, f32(), shape, nullptr, 0};
   dlb_buffer* b = nullptr;

@@ -25,14 +25,6 @@ struct Wrapped {
   }
 };
 
-dlb_export_options opts(int32_t copy, uint64_t flags = 0) {
-  dlb_export_options o;
-  dlb_export_options_init(&o);
-  o.copy = copy;
-  o.flags = flags;
-  return o;
-}
-
 }  // namespace
 
 class Export : public DlbTest {};

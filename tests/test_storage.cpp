@@ -15,14 +15,6 @@ namespace {
 
 class Storage : public DlbTest {};
 
-dlb_export_options opts(int32_t copy, uint64_t flags = 0) {
-  dlb_export_options o;
-  dlb_export_options_init(&o);
-  o.copy = copy;
-  o.flags = flags;
-  return o;
-}
-
 }  // namespace
 
 TEST_F(Storage, ReexportOfAnImportedCopyIsNotACopy) {

@@ -31,11 +31,6 @@ FLAG_SUBBYTE_PADDED = 1 << 2
 # dlb_validate flags (dlbridge.h).
 VALIDATE_STRIDES_REQUIRED = 1 << 1
 
-# Offsets in the managed structs (x86-64 / LP64, dlpack.h).
-_LEGACY_DELETER = 56
-_VERSIONED_DELETER = 16
-_VERSIONED_FLAGS = 24
-_VERSIONED_TENSOR = 32
 
 # How many dimensions the checker reads from a tensor whose ndim it has not
 # validated yet (beyond that it only reports the value).
@@ -153,12 +148,11 @@ class _Native:
                 ("dl_tensor", dltensor),
             ]
 
-        assert ctypes.sizeof(DLManagedTensor) == 64
-        assert DLManagedTensor.deleter.offset == _LEGACY_DELETER
-        assert ctypes.sizeof(DLManagedTensorVersioned) == 80
-        assert DLManagedTensorVersioned.deleter.offset == _VERSIONED_DELETER
-        assert DLManagedTensorVersioned.flags.offset == _VERSIONED_FLAGS
-        assert DLManagedTensorVersioned.dl_tensor.offset == _VERSIONED_TENSOR
+        # Offsets the checker writes through (deleter interposition) or
+        # reads from (the tensor of a known major), from the declarations.
+        self.legacy_deleter_offset: int = DLManagedTensor.deleter.offset
+        self.versioned_deleter_offset: int = DLManagedTensorVersioned.deleter.offset
+        self.versioned_tensor_offset: int = DLManagedTensorVersioned.dl_tensor.offset
         self.DLManagedTensor = DLManagedTensor
         self.DLManagedTensorVersioned = DLManagedTensorVersioned
 
@@ -277,7 +271,7 @@ class Export:
             self.deleter = mv.deleter or 0
             self.flags = mv.flags
             if mv.major == 1:  # beyond `flags`, only a known major is readable
-                self.tensor = self.managed + _VERSIONED_TENSOR
+                self.tensor = self.managed + n.versioned_tensor_offset
         else:
             ml = n.DLManagedTensor.from_address(self.managed)
             self.deleter = ml.deleter or 0
@@ -357,7 +351,8 @@ class DeleterProbe:
         with self._lock:
             self._live[export.managed] = record
             self._done.pop(export.managed, None)
-        offset = _VERSIONED_DELETER if export.versioned else _LEGACY_DELETER
+        n = native()
+        offset = n.versioned_deleter_offset if export.versioned else n.legacy_deleter_offset
         _vp.from_address(export.managed + offset).value = self.address
         return record
 
