@@ -5,7 +5,9 @@ np.from_dlpack, all in one process, printed with ratios.
     /usr/bin/python3 bench/bench_exchange.py [--repeat 7] [--n 200000]
 
 Producers: the independent test producer (tests/exchange/xproducer.c, its
-own table) and, when the dlbridge package is importable and publishes a
+own table; XTensor a mutable type, whose attribute dlbridge looks up on
+every exchange, FrozenXTensor the same as an immutable type, whose table is
+cached for good) and, when the dlbridge package is importable and publishes a
 table, dlbridge.Tensor. C loops (bench/exchange_loops.c) time
 from-py-object + deleter, the borrowed view, and __dlpack__ + capsule +
 deleter inside C; np.from_dlpack and dlbridge.from_dlpack are timed from
@@ -61,6 +63,7 @@ def main():
     r, n, pn = args.repeat, args.n, args.py_n
     a = np.arange(12.0).reshape(3, 4)
     x = xproducer.XTensor([float(i) for i in range(12)], (3, 4))
+    fx = xproducer.FrozenXTensor([float(i) for i in range(12)], (3, 4))
     t = dlbridge.from_dlpack(a) if dlbridge_table else None
 
     # (key, label, measure): each measure returns ns per tensor.
@@ -80,6 +83,7 @@ def main():
             ("d_caps", "C: dlbridge.Tensor __dlpack__(max_version) + capsule + deleter",
              lambda: loops.capsule_loop(t, n, True)),
             ("d_from_x", "dlbridge.from_dlpack(xproducer tensor), its table", lambda: timeit_ns(f, x, pn)),
+            ("d_from_fx", "dlbridge.from_dlpack(xproducer immutable type)", lambda: timeit_ns(f, fx, pn)),
             ("d_from_t", "dlbridge.from_dlpack(dlbridge.Tensor), its table", lambda: timeit_ns(f, t, pn)),
             ("d_from_np", "dlbridge.from_dlpack(numpy array), __dlpack__", lambda: timeit_ns(f, a, pn)),
         ]
@@ -104,6 +108,7 @@ def main():
     if dlbridge_table:
         print("  dlbridge.Tensor: table / capsule path               %6.3f" % ratio("d_table", "d_caps"))
         print("  dlbridge.from_dlpack(xproducer) / np.from_dlpack    %6.3f  (goal <= 0.5)" % ratio("d_from_x", "np"))
+        print("  dlbridge.from_dlpack(FrozenXTensor) / np.from_dlpack %5.3f  (goal <= 0.5)" % ratio("d_from_fx", "np"))
         print("  dlbridge.from_dlpack(dlbridge) / np.from_dlpack     %6.3f  (goal <= 0.5)" % ratio("d_from_t", "np"))
         print("  dlbridge.from_dlpack(numpy) / np.from_dlpack        %6.3f" % ratio("d_from_np", "np"))
         print("  C loop through dlbridge's table: %.1f ns per tensor (goal <= 100)" % ns["d_table"])

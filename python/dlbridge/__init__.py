@@ -40,7 +40,6 @@ __all__ = [
 __version__: str = _glue.version
 
 Device = Tuple[int, int]
-_Meta = Tuple[Tuple[int, ...], Tuple[int, ...], str, Device, int, bool, int]
 
 
 class Error(Exception):
@@ -62,105 +61,11 @@ class Error(Exception):
         super().__init__("%s: %s" % (self.status_name, message))
 
 
-class Tensor(_glue.TensorBase):
-    """A reference to a dlbridge buffer; a producer and consumer of DLPack.
-
-    Made by :func:`empty`, :func:`from_buffer` and :func:`from_dlpack`, not by
-    calling the class. Dropping the tensor releases its reference (in C; the
-    class has no ``__del__``). Metadata is read from the library once, on
-    first use, and cached. ``strides`` are in elements, as DLPack counts them.
-
-    ``__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)``
-    exports a DLPack capsule: ``max_version`` None or with a major below 1
-    gives a legacy ``"dltensor"`` capsule (refused with ``BufferError`` for
-    read-only data, which the legacy struct cannot mark), a major of 1 or more
-    a ``"dltensor_versioned"`` one; ``copy`` True always copies, False never
-    (``BufferError`` when a copy is needed), None copies only when needed;
-    ``dl_device`` is the consumer's ``(device_type, device_id)``; ``stream``
-    must be None for host memory.
-
-    CUDA memory (tensors taken in with :func:`from_dlpack` from a CUDA
-    producer) remembers the stream of its last writer: ``stream`` reads it
-    (None for other tensors), ``set_stream(s)`` records a new one after
-    enqueueing work that writes the memory. Exports to a consumer's stream
-    and copies to the host are ordered after that stream.
-    """
-
-    __slots__ = ()
-
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        """Extents, a tuple of ints."""
-        return self._m[0]
-
-    @property
-    def strides(self) -> Tuple[int, ...]:
-        """Strides in elements (not bytes), a tuple of ints."""
-        return self._m[1]
-
-    @property
-    def dtype(self) -> str:
-        """numpy-style dtype name: "float32", "bfloat16", "bool", "complex64", ..."""
-        return self._m[2]
-
-    @property
-    def device(self) -> Device:
-        """(device_type, device_id), DLPack's numbering (CPU is (1, 0))."""
-        return self._m[3]
-
-    @property
-    def data_ptr(self) -> int:
-        """Address of the element at index (0, ..., 0): the buffer's data
-        pointer plus its byte offset, as an int. A zero-size tensor has an
-        address too (never NULL; DLPack consumers skip the deleter of a
-        tensor whose data is NULL), which must not be read through."""
-        return self._m[4]
-
-    @property
-    def readonly(self) -> bool:
-        """True when the memory must not be written through exports."""
-        return self._m[5]
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the elements take when compact."""
-        return self._m[6]
-
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions."""
-        return len(self._m[0])
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        n = 1
-        for extent in self._m[0]:
-            n *= extent
-        return n
-
-    def __len__(self) -> int:
-        shape = self._m[0]
-        if not shape:
-            raise TypeError("len() of a 0-d tensor")
-        return shape[0]
-
-    def __repr__(self) -> str:
-        try:
-            shape, _, dtype, device, _, readonly, _ = self._m
-        except Error:
-            return "dlbridge.Tensor(<deleted>)"
-        extra = ", readonly=True" if readonly else ""
-        if self.deleted:
-            extra += ", deleted=True"
-        return "dlbridge.Tensor(shape=%r, dtype=%s, device=%r%s)" % (shape, dtype, device, extra)
-
-    def __reduce__(self) -> Any:
-        # A copy would share the handle and release it twice.
-        raise TypeError("dlbridge.Tensor cannot be pickled or copied; export it with DLPack")
-
-
-_glue.register(Tensor, Error)
+# dlbridge.Tensor is the extension's own type (python/dlbridge/_glue.c):
+# its properties, __repr__ and __len__ are in C, and its instances are not
+# tracked by the garbage collector, which keeps an exchange cheap.
+Tensor = _glue.Tensor
+_glue.register(Error)
 
 
 def _dtype_name(dtype: Any) -> str:

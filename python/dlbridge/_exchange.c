@@ -144,6 +144,7 @@ typedef struct {
   PyObject* capsule; /* owned; NULL: the type has no table */
   const DLPackExchangeAPI* api; /* NULL: none usable (fall back) */
   int recheck;       /* exchanges left before a type without a table is looked at again */
+  int fixed;         /* the lookup cannot give another answer: never repeated */
 } cache_entry;
 
 /* Open addressing: a type sits in one of kProbes slots from its hash, so
@@ -216,9 +217,39 @@ static const DLPackExchangeAPI* usable_table(PyObject* capsule) {
   return NULL;
 }
 
+/* True when `type` and every class of its MRO are immutable types (static
+ * types, and heap types made with Py_TPFLAGS_IMMUTABLETYPE): then no
+ * attribute of any of them can be set or deleted, nor the MRO replaced. */
+static int mro_immutable(PyTypeObject* type) {
+  if ((PyType_GetFlags(type) & Py_TPFLAGS_IMMUTABLETYPE) == 0) return 0;
+  PyObject* mro = PyObject_GetAttrString((PyObject*)type, "__mro__");
+  if (mro == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  int all = PyTuple_Check(mro);
+  for (Py_ssize_t i = 0; all && i < PyTuple_Size(mro); ++i) {
+    PyObject* base = PyTuple_GetItem(mro, i);
+    all = PyType_Check(base) && (PyType_GetFlags((PyTypeObject*)base) & Py_TPFLAGS_IMMUTABLETYPE) != 0;
+  }
+  Py_DECREF(mro);
+  return all;
+}
+
+/* True when type.__dlpack_c_exchange_api__ can never change: the lookup
+ * reads the type's MRO and its metatype's (for a data descriptor of that
+ * name), all immutable. */
+static int lookup_fixed(PyObject* type) {
+  return mro_immutable((PyTypeObject*)type) && mro_immutable(Py_TYPE(type));
+}
+
 /* 1 with *api set, 0 when type has no usable table, -1 on error. */
 static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
   cache_entry* e = find_entry(type);
+  if (e != NULL && e->fixed) {
+    *api = e->api;
+    return e->api != NULL;
+  }
   if (e != NULL && e->capsule == NULL && --e->recheck > 0) return 0;
   PyObject* capsule = NULL;
   if (lookup_capsule(type, &capsule) != 0) return -1;
@@ -230,6 +261,8 @@ static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
     return e->api != NULL;
   }
   /* A type not cached yet, or its attribute changed. */
+  const int fixed = lookup_fixed(type); /* before the entry is chosen: it reads attributes */
+  e = find_entry(type);
   if (e == NULL) e = free_entry(type);
   const DLPackExchangeAPI* found = capsule != NULL ? usable_table(capsule) : NULL;
   PyObject* old_type = e->type;
@@ -239,6 +272,7 @@ static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
   e->capsule = capsule; /* the lookup's reference */
   e->api = found;
   e->recheck = kNegativeRecheck;
+  e->fixed = fixed;
   Py_XDECREF(old_capsule);
   Py_XDECREF(old_type);
   *api = found;

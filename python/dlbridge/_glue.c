@@ -4,9 +4,12 @@
  * binary for CPython 3.10 and later), linked against libdlbridge. It holds
  * everything of the package that touches CPython objects:
  *
- * - TensorBase, the C base of dlbridge.Tensor: one dlb_buffer reference,
- *   released by the object's deallocator, and the DLPack producer side
- *   (__dlpack__, __dlpack_device__) with the protocol's argument rules;
+ * - dlbridge.Tensor itself: one dlb_buffer reference, released by the
+ *   object's deallocator, its properties, and the DLPack producer side
+ *   (__dlpack__, __dlpack_device__) with the protocol's argument rules. The
+ *   type is immutable and its instances are not tracked by the garbage
+ *   collector (they reference no Python object that could lead back to
+ *   them), so that making and dropping one costs a small allocation;
  * - capsules: export into "dltensor_versioned" / "dltensor" capsules whose
  *   destructor frees an unconsumed tensor, import from them (renamed used_*);
  * - from_dlpack(), the consumer side with the protocol negotiation;
@@ -36,9 +39,7 @@
 /* Module state (one interpreter: the module is single-phase initialised)   */
 /* ------------------------------------------------------------------------ */
 
-static PyTypeObject* g_base_type;   /* dlbridge._glue.TensorBase */
-static PyTypeObject* g_tensor_type; /* dlbridge.Tensor, set by register() */
-static allocfunc g_tensor_alloc;
+static PyTypeObject* g_tensor_type; /* dlbridge.Tensor */
 static PyObject* g_error_type;      /* dlbridge.Error, set by register() */
 static PyObject* g_legacy_types;    /* producer types that refused max_version */
 static PyObject* g_str_dlpack;
@@ -98,7 +99,7 @@ static int interpreter_alive(void) {
 /* ------------------------------------------------------------------------ */
 
 dlb_buffer* dlbpy_tensor_buffer(PyObject* obj) {
-  if (g_base_type == NULL || !PyObject_TypeCheck(obj, g_base_type)) {
+  if (g_tensor_type == NULL || Py_TYPE(obj) != g_tensor_type) {
     PyErr_Format(PyExc_TypeError, "expected a dlbridge.Tensor, not %R", (PyObject*)Py_TYPE(obj));
     return NULL;
   }
@@ -106,18 +107,18 @@ dlb_buffer* dlbpy_tensor_buffer(PyObject* obj) {
 }
 
 PyObject* dlbpy_tensor_new(dlb_buffer* buffer) {
-  if (g_tensor_type == NULL) {
+  /* Not tracked by the collector and never subclassed: the object's memory
+   * is PyObject_Malloc'd and initialised here, which is what tp_alloc would
+   * do less directly. */
+  dlbpy_tensor* t = (dlbpy_tensor*)PyObject_Malloc(sizeof(dlbpy_tensor));
+  if (t == NULL) {
     dlb_buffer_release(buffer);
-    PyErr_SetString(PyExc_RuntimeError, "dlbridge._glue: register() was not called");
-    return NULL;
+    return PyErr_NoMemory();
   }
-  PyObject* obj = g_tensor_alloc(g_tensor_type, 0);
-  if (obj == NULL) {
-    dlb_buffer_release(buffer);
-    return NULL;
-  }
-  ((dlbpy_tensor*)obj)->buffer = buffer;
-  return obj;
+  t->buffer = buffer;
+  t->meta = NULL;
+  t->weaklist = NULL;
+  return PyObject_Init((PyObject*)t, g_tensor_type); /* takes a reference on the type */
 }
 
 static PyObject* tensor_tp_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -138,8 +139,7 @@ static void tensor_dealloc(PyObject* self) {
   dlb_buffer* buffer = t->buffer;
   t->buffer = NULL;
   dlb_buffer_release(buffer); /* may run a producer's deleter: GIL held */
-  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
-  tp_free(self);
+  PyObject_Free(self);
   Py_DECREF(type); /* instances of heap types own a reference to the type */
 }
 
@@ -203,6 +203,80 @@ static PyObject* tensor_get_meta(PyObject* self, void* closure) {
   }
   Py_INCREF(t->meta);
   return t->meta;
+}
+
+/* The cached metadata tuple, borrowed; NULL with dlbridge.Error set when
+ * it cannot be read (a tensor deleted before it was ever read). */
+static PyObject* meta_of(PyObject* self) {
+  dlbpy_tensor* t = (dlbpy_tensor*)self;
+  if (t->meta == NULL) t->meta = make_meta(t->buffer);
+  return t->meta;
+}
+
+/* The properties: items of the metadata tuple, chosen by the closure. */
+static PyObject* tensor_get_item(PyObject* self, void* closure) {
+  PyObject* meta = meta_of(self);
+  if (meta == NULL) return NULL;
+  PyObject* item = PyTuple_GetItem(meta, (Py_ssize_t)(intptr_t)closure);
+  Py_XINCREF(item);
+  return item;
+}
+
+static PyObject* tensor_get_ndim(PyObject* self, void* closure) {
+  (void)closure;
+  PyObject* meta = meta_of(self);
+  if (meta == NULL) return NULL;
+  return PyLong_FromSsize_t(PyTuple_Size(PyTuple_GetItem(meta, 0)));
+}
+
+/* The number of elements, as a Python int (no overflow however the
+ * extents multiply). */
+static PyObject* tensor_get_size(PyObject* self, void* closure) {
+  (void)closure;
+  PyObject* meta = meta_of(self);
+  if (meta == NULL) return NULL;
+  PyObject* shape = PyTuple_GetItem(meta, 0);
+  PyObject* n = PyLong_FromLong(1);
+  for (Py_ssize_t i = 0; n != NULL && i < PyTuple_Size(shape); ++i) {
+    PyObject* product = PyNumber_Multiply(n, PyTuple_GetItem(shape, i));
+    Py_DECREF(n);
+    n = product;
+  }
+  return n;
+}
+
+static Py_ssize_t tensor_length(PyObject* self) {
+  PyObject* meta = meta_of(self);
+  if (meta == NULL) return -1;
+  PyObject* shape = PyTuple_GetItem(meta, 0);
+  if (PyTuple_Size(shape) == 0) {
+    PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+    return -1;
+  }
+  return PyLong_AsSsize_t(PyTuple_GetItem(shape, 0));
+}
+
+static PyObject* tensor_repr(PyObject* self) {
+  dlbpy_tensor* t = (dlbpy_tensor*)self;
+  PyObject* meta = meta_of(self);
+  if (meta == NULL) {
+    if (g_error_type == NULL || !PyErr_ExceptionMatches(g_error_type)) return NULL;
+    PyErr_Clear();
+    return PyUnicode_FromString("dlbridge.Tensor(<deleted>)");
+  }
+  const int readonly = PyObject_IsTrue(PyTuple_GetItem(meta, 5));
+  const int deleted = (dlb_buffer_flags(t->buffer) & DLB_BUFFER_DELETED) != 0;
+  return PyUnicode_FromFormat("dlbridge.Tensor(shape=%R, dtype=%U, device=%R%s%s)", PyTuple_GetItem(meta, 0),
+                              PyTuple_GetItem(meta, 2), PyTuple_GetItem(meta, 3),
+                              readonly ? ", readonly=True" : "", deleted ? ", deleted=True" : "");
+}
+
+static PyObject* tensor_reduce(PyObject* self, PyObject* unused) {
+  (void)self;
+  (void)unused;
+  /* A copy would share the handle and release it twice. */
+  PyErr_SetString(PyExc_TypeError, "dlbridge.Tensor cannot be pickled or copied; export it with DLPack");
+  return NULL;
 }
 
 static PyObject* tensor_get_handle(PyObject* self, void* closure) {
@@ -1077,33 +1151,17 @@ static PyObject* glue_library_path(PyObject* module, PyObject* unused) {
   return PyUnicode_DecodeFSDefault(info.dli_fname);
 }
 
-/* register(tensor_class, error_class): the Python class instances are made
- * of (a subclass of TensorBase) and the exception failures raise. */
-static PyObject* glue_register(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+/* register(error_class): the exception class (dlbridge.Error, defined in
+ * Python) that library failures raise. */
+static PyObject* glue_register(PyObject* module, PyObject* arg) {
   (void)module;
-  if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "register(tensor_class, error_class)");
+  if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject*)arg, (PyTypeObject*)PyExc_Exception)) {
+    PyErr_SetString(PyExc_TypeError, "register(error_class): an Exception subclass");
     return NULL;
   }
-  const int sub = PyObject_IsSubclass(args[0], (PyObject*)g_base_type);
-  if (sub <= 0) {
-    if (sub == 0) PyErr_SetString(PyExc_TypeError, "the tensor class must derive from TensorBase");
-    return NULL;
-  }
-  /* The DLPack C exchange table, a class attribute of the tensor class. */
-  PyObject* table = dlbpy_exchange_capsule();
-  if (table == NULL) return NULL;
-  const int bad = PyObject_SetAttrString(args[0], "__dlpack_c_exchange_api__", table);
-  Py_DECREF(table);
-  if (bad) return NULL;
-  PyTypeObject* old_tensor = g_tensor_type;
   PyObject* old_error = g_error_type;
-  Py_INCREF(args[0]);
-  Py_INCREF(args[1]);
-  g_tensor_type = (PyTypeObject*)args[0];
-  g_tensor_alloc = (allocfunc)PyType_GetSlot(g_tensor_type, Py_tp_alloc);
-  g_error_type = args[1];
-  Py_XDECREF(old_tensor);
+  Py_INCREF(arg);
+  g_error_type = arg;
   Py_XDECREF(old_error);
   Py_RETURN_NONE;
 }
@@ -1157,11 +1215,30 @@ static PyMethodDef tensor_methods[] = {
      "tensor that is not CUDA memory of dlbridge's CUDA backend."},
     {"delete", tensor_delete, METH_NOARGS,
      "delete()\n--\n\nDeletes (donates) the buffer: later exports raise BufferError."},
+    {"__reduce__", tensor_reduce, METH_NOARGS,
+     "Refused: a tensor is a handle, shared through DLPack, not pickled or copied."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef tensor_getset[] = {
     {"_m", tensor_get_meta, NULL, "metadata tuple (cached)", NULL},
+    {"shape", tensor_get_item, NULL, "Extents, a tuple of ints.", (void*)0},
+    {"strides", tensor_get_item, NULL, "Strides in elements (not bytes), a tuple of ints.", (void*)1},
+    {"dtype", tensor_get_item, NULL,
+     "numpy-style dtype name: \"float32\", \"bfloat16\", \"bool\", \"complex64\", ...", (void*)2},
+    {"device", tensor_get_item, NULL, "(device_type, device_id), DLPack's numbering (CPU is (1, 0)).",
+     (void*)3},
+    {"data_ptr", tensor_get_item, NULL,
+     "Address of the element at index (0, ..., 0): the buffer's data pointer plus\n"
+     "its byte offset, as an int. A zero-size tensor has an address too (never\n"
+     "NULL; DLPack consumers skip the deleter of a tensor whose data is NULL),\n"
+     "which must not be read through.",
+     (void*)4},
+    {"readonly", tensor_get_item, NULL, "True when the memory must not be written through exports.",
+     (void*)5},
+    {"nbytes", tensor_get_item, NULL, "Bytes the elements take when compact.", (void*)6},
+    {"ndim", tensor_get_ndim, NULL, "Number of dimensions.", NULL},
+    {"size", tensor_get_size, NULL, "Number of elements.", NULL},
     {"_handle", tensor_get_handle, NULL, "the dlb_buffer* as an int (borrowed)", NULL},
     {"deleted", tensor_get_deleted, NULL, "True once delete() was called.", NULL},
     {"stream", tensor_get_stream, NULL,
@@ -1176,27 +1253,53 @@ static PyMemberDef tensor_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static const char tensor_doc[] =
+    "A reference to a dlbridge buffer; a producer and consumer of DLPack.\n\n"
+    "Made by dlbridge.empty(), dlbridge.from_buffer() and dlbridge.from_dlpack(),\n"
+    "not by calling the class. Dropping the tensor releases its reference (in C;\n"
+    "the class has no __del__). Metadata is read from the library once, on first\n"
+    "use, and cached. strides are in elements, as DLPack counts them.\n\n"
+    "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"
+    "exports a DLPack capsule: max_version None or with a major below 1 gives a\n"
+    "legacy \"dltensor\" capsule (refused with BufferError for read-only data,\n"
+    "which the legacy struct cannot mark), a major of 1 or more a\n"
+    "\"dltensor_versioned\" one; copy True always copies, False never (BufferError\n"
+    "when a copy is needed), None copies only when needed; dl_device is the\n"
+    "consumer's (device_type, device_id); stream must be None for host memory.\n"
+    "The type publishes the DLPack 1.3 C exchange table as\n"
+    "__dlpack_c_exchange_api__.\n\n"
+    "CUDA memory (tensors taken in with from_dlpack() from a CUDA producer)\n"
+    "remembers the stream of its last writer: stream reads it (None for other\n"
+    "tensors), set_stream(s) records a new one after enqueueing work that writes\n"
+    "the memory. Exports to a consumer's stream and copies to the host are\n"
+    "ordered after that stream.\n\n"
+    "The type is immutable and cannot be subclassed.";
+
 static PyType_Slot tensor_slots[] = {
     {Py_tp_new, (void*)tensor_tp_new},
     {Py_tp_dealloc, (void*)tensor_dealloc},
+    {Py_tp_repr, (void*)tensor_repr},
+    {Py_sq_length, (void*)tensor_length},
     {Py_tp_methods, tensor_methods},
     {Py_tp_getset, tensor_getset},
     {Py_tp_members, tensor_members},
-    {Py_tp_doc, (void*)"The C base of dlbridge.Tensor: one dlb_buffer reference."},
+    {Py_tp_doc, (void*)tensor_doc},
     {0, NULL},
 };
 
+/* Immutable (its attributes, the exchange table among them, cannot be
+ * replaced, which lets consumers cache the table for good) and not a base
+ * type; no Py_TPFLAGS_HAVE_GC: see the comment at the top. */
 static PyType_Spec tensor_spec = {
-    "dlbridge._glue.TensorBase",
+    "dlbridge.Tensor",
     sizeof(dlbpy_tensor),
     0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
     tensor_slots,
 };
 
 static PyMethodDef module_methods[] = {
-    {"register", (PyCFunction)(void (*)(void))glue_register, METH_FASTCALL,
-     "register(tensor_class, error_class)"},
+    {"register", glue_register, METH_O, "register(error_class)"},
     {"empty", (PyCFunction)(void (*)(void))glue_empty, METH_FASTCALL,
      "empty(shape, dtype_name) -> Tensor"},
     {"from_buffer", glue_from_buffer, METH_O,
@@ -1246,6 +1349,21 @@ static struct PyModuleDef glue_module = {
     NULL,
 };
 
+/* Puts the DLPack C exchange table in the type's dictionary as
+ * __dlpack_c_exchange_api__. The type is immutable, so type.__setattr__
+ * refuses: the attribute is stored as that method would store it (the
+ * generic attribute store into the type's dictionary, then the type marked
+ * modified), once, before any code can have looked the type up. */
+static int publish_exchange_table(PyTypeObject* type) {
+  PyObject* name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  PyObject* table = dlbpy_exchange_capsule();
+  int bad = name == NULL || table == NULL || PyObject_GenericSetAttr((PyObject*)type, name, table) != 0;
+  if (!bad) PyType_Modified(type);
+  Py_XDECREF(table);
+  Py_XDECREF(name);
+  return bad ? -1 : 0;
+}
+
 PyMODINIT_FUNC PyInit__glue(void) {
   void* symbol = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
   if (symbol == NULL) symbol = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
@@ -1254,18 +1372,18 @@ PyMODINIT_FUNC PyInit__glue(void) {
 
   PyObject* module = PyModule_Create(&glue_module);
   if (module == NULL) return NULL;
-  g_base_type = (PyTypeObject*)PyType_FromSpec(&tensor_spec);
+  g_tensor_type = (PyTypeObject*)PyType_FromSpec(&tensor_spec);
   g_legacy_types = PySet_New(NULL);
   g_str_dlpack = PyUnicode_InternFromString("__dlpack__");
   g_max_version = Py_BuildValue("(ii)", DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR);
   const DLPackVersion written = dlb_dlpack_version();
-  if (g_base_type == NULL || g_legacy_types == NULL || g_str_dlpack == NULL ||
-      g_max_version == NULL ||
-      PyModule_AddObject(module, "TensorBase", (PyObject*)g_base_type) != 0) {
+  if (g_tensor_type == NULL || g_legacy_types == NULL || g_str_dlpack == NULL ||
+      g_max_version == NULL || publish_exchange_table(g_tensor_type) != 0 ||
+      PyModule_AddObject(module, "Tensor", (PyObject*)g_tensor_type) != 0) {
     Py_DECREF(module);
     return NULL;
   }
-  Py_INCREF(g_base_type); /* AddObject stole one */
+  Py_INCREF(g_tensor_type); /* AddObject stole one */
   if (PyModule_AddStringConstant(module, "version", dlb_version_string()) != 0 ||
       PyModule_AddObject(module, "dlpack_version",
                          Py_BuildValue("(II)", written.major, written.minor)) != 0) {

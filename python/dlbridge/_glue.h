@@ -10,8 +10,8 @@
 
 #include <dlbridge/dlbridge.h>
 
-/* A dlbridge.Tensor (instances of the Python class dlbridge.Tensor, a
- * subclass of dlbridge._glue.TensorBase, have this layout). */
+/* A dlbridge.Tensor (the extension type itself, immutable, not a base type,
+ * not tracked by the collector). */
 typedef struct dlbpy_tensor {
   PyObject_HEAD
   dlb_buffer* buffer; /* one reference, owned; never NULL once made */

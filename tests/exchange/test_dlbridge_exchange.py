@@ -289,6 +289,29 @@ def test_a_type_that_gains_a_table_is_looked_at_again():
     assert counts()["from_py"] == before + 1 and counts()["dlpack"] == c["dlpack"]
 
 
+def test_an_immutable_type_is_served_by_its_table_from_the_first_lookup_on():
+    """FrozenXTensor is an immutable type (its attribute cannot change), so
+    its table is looked up once and kept: every exchange goes through it."""
+    f = xproducer.FrozenXTensor([1.0, 2.0, 3.0], (3,))
+    with pytest.raises(TypeError):
+        type(f).__dlpack_c_exchange_api__ = None
+    for _ in range(300):
+        t = dlbridge.from_dlpack(f)
+        assert t.data_ptr == f.data_ptr and values_of(t) == [1.0, 2.0, 3.0]
+    del t
+    gc.collect()
+    c = counts()
+    assert c["from_py"] == 300 and c["dlpack"] == 0 and c["deleters"] == 300
+
+
+def test_dlbridge_tensor_publishes_its_table_on_an_immutable_type():
+    cap = dlbridge.Tensor.__dlpack_c_exchange_api__
+    assert "dlpack_exchange_api" in repr(cap)
+    with pytest.raises(TypeError, match="immutable"):
+        dlbridge.Tensor.__dlpack_c_exchange_api__ = None
+    assert dlbridge.Tensor.__dlpack_c_exchange_api__ is cap
+
+
 def test_to_py_object_refuses_a_malformed_tensor_and_still_frees_it():
     calls = []
     deleter = xtable.DELETER(lambda p: calls.append(1))

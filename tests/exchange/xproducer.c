@@ -13,6 +13,8 @@
  *   XTensor(values, shape, strides=None, offset=0, readonly=False)
  *     float64 storage holding `values`; element 0 at `offset`; strides in
  *     elements (default: compact row-major), non-negative, within storage.
+ *   FrozenXTensor(...): the same as an immutable type (attributes fixed,
+ *     not a base type), with the same table.
  *   xproducer.counts() -> dict of counters; xproducer.reset()
  *   xproducer.capsule(kind) -> a table capsule: "ok", "bad_name",
  *     "null_from_py", "major2" (a 2.0 table, nothing else), "major2_prev"
@@ -63,6 +65,11 @@ typedef struct {
 } XTensor;
 
 static PyTypeObject* XTensorType = NULL;
+static PyTypeObject* FrozenXTensorType = NULL; /* the same, immutable */
+
+static int is_xtensor(PyObject* obj) {
+  return PyObject_TypeCheck(obj, XTensorType) || (FrozenXTensorType != NULL && Py_TYPE(obj) == FrozenXTensorType);
+}
 
 /* ---- exports ------------------------------------------------------------ */
 
@@ -198,7 +205,7 @@ static int x_from_py(void* py_object, DLManagedTensorVersioned** out) {
     PyErr_SetString(PyExc_RuntimeError, "xproducer: from_py_object failure requested");
     return -1;
   }
-  if (!PyObject_TypeCheck(obj, XTensorType)) {
+  if (!is_xtensor(obj)) {
     PyErr_Format(PyExc_TypeError, "xproducer: not an XTensor but %s", Py_TYPE(obj)->tp_name);
     return -1;
   }
@@ -233,7 +240,7 @@ static int x_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) {
 static int x_dltensor(void* py_object, DLTensor* out) {
   counts.dltensor++;
   PyObject* obj = (PyObject*)py_object;
-  if (!PyObject_TypeCheck(obj, XTensorType)) {
+  if (!is_xtensor(obj)) {
     PyErr_Format(PyExc_TypeError, "xproducer: not an XTensor but %s", Py_TYPE(obj)->tp_name);
     return -1;
   }
@@ -555,6 +562,8 @@ static PyType_Slot xtensor_slots[] = {
 
 static PyType_Spec xtensor_spec = {"xproducer.XTensor", sizeof(XTensor), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
                                    xtensor_slots};
+static PyType_Spec frozen_spec = {"xproducer.FrozenXTensor", sizeof(XTensor), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE, xtensor_slots};
 
 /* ---- module --------------------------------------------------------------- */
 
@@ -619,6 +628,22 @@ PyMODINIT_FUNC PyInit_xproducer(void) {
   Py_INCREF(XTensorType);
   if (PyModule_AddObject(m, "XTensor", (PyObject*)XTensorType) != 0) {
     Py_DECREF(XTensorType);
+    goto fail;
+  }
+  /* An immutable type: its table goes into its dictionary the way
+   * type.__setattr__ would put it there, before anyone looked it up. */
+  FrozenXTensorType = (PyTypeObject*)PyType_FromSpec(&frozen_spec);
+  if (FrozenXTensorType == NULL) goto fail;
+  capsule = PyCapsule_New(&table_ok, "dlpack_exchange_api", NULL);
+  PyObject* name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  rc = capsule == NULL || name == NULL || PyObject_GenericSetAttr((PyObject*)FrozenXTensorType, name, capsule) != 0;
+  Py_XDECREF(capsule);
+  Py_XDECREF(name);
+  if (rc != 0) goto fail;
+  PyType_Modified(FrozenXTensorType);
+  Py_INCREF(FrozenXTensorType);
+  if (PyModule_AddObject(m, "FrozenXTensor", (PyObject*)FrozenXTensorType) != 0) {
+    Py_DECREF(FrozenXTensorType);
     goto fail;
   }
   return m;

@@ -3,11 +3,13 @@ reference to its buffer, released by the object's deallocator; metadata is
 read in C; the extension is built for the limited API and the C library has
 no Python in it."""
 
+import copy
 import ctypes
 import gc
 import os
 import subprocess
 import sys
+import weakref
 
 try:
     import numpy as np
@@ -31,7 +33,7 @@ def test_the_extension_is_a_limited_api_module_beside_the_package():
     assert os.path.dirname(_glue.__file__) == os.path.dirname(dlbridge.__file__)
     assert type(_glue.from_dlpack).__name__ == "builtin_function_or_method"
     assert dlbridge.from_dlpack is _glue.from_dlpack
-    assert issubclass(dlbridge.Tensor, _glue.TensorBase)
+    assert dlbridge.Tensor is _glue.Tensor
 
 
 def test_the_c_library_exports_nothing_for_python():
@@ -97,11 +99,48 @@ def test_metadata_matches_the_library_reading():
     assert dlbridge.from_buffer(b"abcd")._m[5] is True
 
 
-def test_tensor_base_is_not_constructed_directly():
-    with pytest.raises(TypeError, match="dlbridge.empty"):
-        _glue.TensorBase()
+def test_tensor_is_not_constructed_directly():
     with pytest.raises(TypeError, match="dlbridge.empty"):
         dlbridge.Tensor()
+
+
+def test_tensor_type_is_immutable_final_and_untracked():
+    t = dlbridge.from_buffer(bytearray(8))
+    assert dlbridge.Tensor.__module__ == "dlbridge" and dlbridge.Tensor.__name__ == "Tensor"
+    with pytest.raises(TypeError, match="immutable"):
+        dlbridge.Tensor.shape = None
+    with pytest.raises(TypeError, match="immutable"):
+        del dlbridge.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError):
+        type("Sub", (dlbridge.Tensor,), {})
+    with pytest.raises(AttributeError):
+        t.anything = 1  # no instance dictionary
+    assert not gc.is_tracked(t)  # no reference to anything that could lead back to it
+    r = weakref.ref(t)
+    assert r() is t
+    del t
+    assert r() is None
+
+
+def test_tensor_properties_repr_and_len():
+    t = dlbridge.from_dlpack(np.zeros((3, 4), dtype=np.float32)[:, ::2])
+    assert (t.shape, t.strides, t.dtype, t.device) == ((3, 2), (4, 2), "float32", (1, 0))
+    assert (t.ndim, t.size, len(t), t.nbytes, t.readonly) == (2, 6, 3, 24, False)
+    assert repr(t) == "dlbridge.Tensor(shape=(3, 2), dtype=float32, device=(1, 0))"
+    ro = dlbridge.from_buffer(b"abcd")
+    assert repr(ro) == "dlbridge.Tensor(shape=(4,), dtype=uint8, device=(1, 0), readonly=True)"
+    s = dlbridge.empty((), "int64")
+    assert (s.ndim, s.size) == (0, 1)
+    with pytest.raises(TypeError, match="0-d"):
+        len(s)
+    assert dlbridge.empty((0, 5), "int8").size == 0
+    ro.delete()
+    assert repr(ro).endswith("readonly=True, deleted=True)")
+    gone = dlbridge.empty((2,), "int8")
+    gone.delete()  # metadata read at the delete: the properties keep working
+    assert gone.shape == (2,)
+    with pytest.raises(TypeError, match="pickled"):
+        copy.copy(t)
 
 
 def test_import_failures_raise_error_with_the_status():
@@ -117,8 +156,10 @@ def test_import_failures_raise_error_with_the_status():
 
 def test_register_checks_its_arguments():
     with pytest.raises(TypeError):
-        _glue.register(int, dlbridge.Error)
-    with pytest.raises(TypeError):
+        _glue.register(dlbridge.Error, dlbridge.Error)
+    with pytest.raises(TypeError, match="Exception subclass"):
+        _glue.register(int)
+    with pytest.raises(TypeError, match="Exception subclass"):
         _glue.register(dlbridge.Tensor)
 
 
