@@ -194,3 +194,15 @@ def test_device_info_is_the_librarys_table():
     assert (cpu.name, cpu.host_readable, cpu.address, cpu.has_streams) == ("cpu", True, True, False)
     with pytest.raises(dlbridge.Error):
         dlbridge.device_info(2 ** 40)
+
+
+def test_from_dlpack_of_a_tensor_goes_through_its_exchange_table():
+    """No numpy needed: runs on every interpreter of 41-python-versions."""
+    t = dlbridge.from_buffer(bytearray(b"abcdefgh"))
+    start = dlbridge.live_exports()
+    for _ in range(3):  # the first exchange fills the cache, the others use it
+        u = dlbridge.from_dlpack(t)
+        assert u.data_ptr == t.data_ptr and u.shape == (8,) and u.dtype == "uint8"
+        assert dlbridge.live_exports() == start + 1
+        del u
+    assert dlbridge.live_exports() == start
