@@ -194,23 +194,19 @@ static PyObject* make_meta(dlb_buffer* buffer) {
                        PyLong_FromUnsignedLongLong(dlb_buffer_nbytes(buffer)));
 }
 
-static PyObject* tensor_get_meta(PyObject* self, void* closure) {
-  (void)closure;
-  dlbpy_tensor* t = (dlbpy_tensor*)self;
-  if (t->meta == NULL) {
-    t->meta = make_meta(t->buffer);
-    if (t->meta == NULL) return NULL;
-  }
-  Py_INCREF(t->meta);
-  return t->meta;
-}
-
 /* The cached metadata tuple, borrowed; NULL with dlbridge.Error set when
  * it cannot be read (a tensor deleted before it was ever read). */
 static PyObject* meta_of(PyObject* self) {
   dlbpy_tensor* t = (dlbpy_tensor*)self;
   if (t->meta == NULL) t->meta = make_meta(t->buffer);
   return t->meta;
+}
+
+static PyObject* tensor_get_meta(PyObject* self, void* closure) {
+  (void)closure;
+  PyObject* meta = meta_of(self);
+  Py_XINCREF(meta);
+  return meta;
 }
 
 /* The properties: items of the metadata tuple, chosen by the closure. */
@@ -291,12 +287,8 @@ static PyObject* tensor_get_deleted(PyObject* self, void* closure) {
 
 static PyObject* tensor_delete(PyObject* self, PyObject* unused) {
   (void)unused;
-  dlbpy_tensor* t = (dlbpy_tensor*)self;
-  if (t->meta == NULL) { /* the properties keep working after the delete */
-    t->meta = make_meta(t->buffer);
-    if (t->meta == NULL) return NULL;
-  }
-  const dlb_status s = dlb_buffer_delete(t->buffer);
+  if (meta_of(self) == NULL) return NULL; /* the properties keep working after the delete */
+  const dlb_status s = dlb_buffer_delete(((dlbpy_tensor*)self)->buffer);
   if (s != DLB_OK) return dlbpy_raise_status(s);
   Py_RETURN_NONE;
 }
