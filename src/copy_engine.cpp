@@ -23,10 +23,10 @@
 //       element; widths 1, 2, 4, 8, 16 and the odd 3, 6, 12 have kernels
 //       of their own (odd widths move a wider word and let the next
 //       element overwrite its tail), any other width a generic loop.
-//     Destinations larger than the last-level cache are written with
-//     non-temporal stores where the kernel writes whole aligned 16-byte
-//     words: no read-for-ownership of lines that are about to be
-//     overwritten, no eviction of the source.
+//     Destinations of 32 MiB and more are written with non-temporal
+//     stores where the kernel writes whole aligned 16-byte words: no
+//     read-for-ownership of lines that are about to be overwritten, no
+//     eviction of the source.
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
@@ -35,8 +35,6 @@
 // is assumed (the x86-64 baseline); other targets take the scalar paths.
 
 #include "copy_engine.hpp"
-
-#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -89,16 +87,18 @@ constexpr std::int64_t prefetch_tiles() {
   return E <= 2 ? DLB_COPY_PREFETCH_TILES_SMALL : DLB_COPY_PREFETCH_TILES;
 }
 
-// Destinations larger than the last-level cache are written with streaming
-// stores: the cache could not keep them anyway. (Where the cache is larger
-// than the copy, streaming stores were slower: a 128 MiB reversal streamed
-// from 16 MiB on lost to the cached stores on the development machine.)
-std::size_t default_streaming_bytes() noexcept {
-  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  const std::size_t floor = std::size_t{32} << 20;
-  return llc > 0 && static_cast<std::size_t>(llc) > floor ? static_cast<std::size_t>(llc) : floor;
-}
-const std::size_t kDefaultStreamingBytes = default_streaming_bytes();
+// Destinations of 32 MiB and more are written with streaming stores where
+// a kernel writes whole aligned 16-byte words (or lines): no
+// read-for-ownership of lines that are about to be overwritten, no
+// eviction of the source, and, in tiled transposes, no destination lines
+// competing for the L1 sets of power-of-two pitches. The last-level cache
+// size that sysconf reports is not used: in virtual machines it is often
+// the host's (508 MiB on the development machine, where copies of 32 and
+// 128 MiB were faster streamed), and a copy as large as one CCX's L3
+// would not stay in it for the consumer anyway. 32 MiB is also where
+// allocations become fresh mappings (alloc.hpp): a destination that large
+// is not in any cache when the copy starts.
+const std::size_t kDefaultStreamingBytes = std::size_t{32} << 20;
 std::atomic<std::size_t> g_streaming_bytes{0};  // 0: the default
 std::atomic<std::size_t> g_parallel_bytes{0};   // 0: kParallelCopyBytes
 
