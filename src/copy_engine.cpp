@@ -441,11 +441,22 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
             if constexpr (E <= 2) {
               // 1- and 2-byte tiles read 32 or 64 source lines, more than an
               // L1 set holds when the pitch is a multiple of 4 KiB: stage
-              // them in a compact scratch first, each line read once.
-              if (sr == pe && !stream) {
+              // them in a compact scratch first, each line read once. When
+              // streaming, 2-byte tiles are staged too and then transposed
+              // into the scratch that is streamed out (32 MiB: 6.4 ms
+              // instead of 7.5-10); 1-byte tiles were not faster staged.
+              if (sr == pe && (E == 2 || !stream)) {
                 alignas(64) byte stage[T * T * E];
                 for (std::int64_t j = 0; j < T; ++j) std::memcpy(stage + j * T * pe, s0 + j * sc, T * E);
-                if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe)) continue;
+                if (!stream) {
+                  if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe)) continue;
+                } else {
+                  alignas(64) byte tmp[T * T * E];
+                  if (gather_tile_simd<E, T>(tmp, T * pe, stage, pe, T * pe)) {
+                    for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, true);
+                    continue;
+                  }
+                }
               }
             }
             // Register transposes straight into the destination; or, when
