@@ -182,16 +182,22 @@ bool recycle_give(void* raw, std::size_t capacity) noexcept {
       }
     }
     if (slot >= 0 && g_recycled_bytes + capacity <= kRecycleBytes) break;
-    // Full, or too many bytes kept: the oldest goes back to malloc.
+    // Full, or too many bytes kept: the oldest goes back to malloc. (With
+    // every slot empty the block fits: capacity <= kRecycleBytes.)
+    if (oldest < 0) break;
     evicted[n_evicted++] = g_recycled[oldest].raw;
     g_recycled_bytes -= g_recycled[oldest].capacity;
     g_recycled[oldest] = Recycled{nullptr, 0, 0};
   }
-  g_recycled[slot] = Recycled{raw, capacity, ++g_recycle_clock};
-  g_recycled_bytes += capacity;
+  const bool kept = slot >= 0 && g_recycled_bytes + capacity <= kRecycleBytes;
+  if (kept) {
+    g_recycled[slot] = Recycled{raw, capacity, ++g_recycle_clock};
+    g_recycled_bytes += capacity;
+  }
   pthread_mutex_unlock(&g_recycle_mu);
   for (int i = 0; i < n_evicted; ++i) std::free(evicted[i]);
-  return true;
+  if (!kept) mark_taken(raw, capacity);
+  return kept;
 }
 
 void* aligned_small(std::size_t alignment, std::size_t size) noexcept {
