@@ -33,19 +33,18 @@
 // Elements are moved through fixed-size memcpy calls, which compilers turn
 // into plain loads and stores without any alignment assumption. Only SSE2
 // is assumed (the x86-64 baseline); other targets take the scalar paths.
-// Kernels for wider vectors (AVX2: 1- and 2-byte tiles) are compiled for their
-// instruction set alone and chosen at run time when the CPU has it
-// (copy_isa below); DLB_COPY_ISA=scalar|sse2|avx2 caps the level, so that
-// tests and benchmarks reach every kernel on one machine.
+// Kernels for wider vectors (AVX2: 1- and 2-byte tiles) are compiled for
+// their instruction set alone and chosen at run time when the CPU has it
+// (detect_isa below); DLB_COPY_ISA=scalar|sse2|avx2 caps the level, so
+// that tests and benchmarks reach every kernel on one machine.
 
 #include "copy_engine.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "copy_pool.hpp"
-
-#include <cstdlib>
 
 #if (defined(__SSE2__) || defined(__x86_64__)) && !defined(DLB_COPY_NO_SIMD)
 #define DLB_COPY_SSE2 1
