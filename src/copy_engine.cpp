@@ -23,10 +23,10 @@
 //       element; widths 1, 2, 4, 8, 16 and the odd 3, 6, 12 have kernels
 //       of their own (odd widths move a wider word and let the next
 //       element overwrite its tail), any other width a generic loop.
-//     Destinations of 32 MiB and more are written with non-temporal
-//     stores where the kernel writes whole aligned 16-byte words: no
-//     read-for-ownership of lines that are about to be overwritten, no
-//     eviction of the source.
+//     Large destinations are written with non-temporal stores where the
+//     kernel writes whole aligned 16-byte words (transposes from 32 MiB,
+//     row gathers beyond the last-level cache): no read-for-ownership of
+//     lines that are about to be overwritten, no eviction of the source.
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
@@ -39,6 +39,8 @@
 // that tests and benchmarks reach every kernel on one machine.
 
 #include "copy_engine.hpp"
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -104,18 +106,35 @@ constexpr std::int64_t prefetch_tiles() {
   return E <= 2 ? DLB_COPY_PREFETCH_TILES_SMALL : DLB_COPY_PREFETCH_TILES;
 }
 
-// Destinations of 32 MiB and more are written with streaming stores where
-// a kernel writes whole aligned 16-byte words (or lines): no
+// Tiled transposes of 32 MiB and more are written with streaming stores
+// (a tile's rows leave an L1-resident scratch a line at a time): no
 // read-for-ownership of lines that are about to be overwritten, no
-// eviction of the source, and, in tiled transposes, no destination lines
-// competing for the L1 sets of power-of-two pitches. The last-level cache
-// size that sysconf reports is not used: in virtual machines it is often
-// the host's (508 MiB on the development machine, where copies of 32 and
-// 128 MiB were faster streamed), and a copy as large as one CCX's L3
-// would not stay in it for the consumer anyway. 32 MiB is also where
-// allocations become fresh mappings (alloc.hpp): a destination that large
-// is not in any cache when the copy starts.
-const std::size_t kDefaultStreamingBytes = std::size_t{32} << 20;
+// eviction of the source, and no destination lines competing for the L1
+// sets of power-of-two pitches. 32 MiB is also where allocations become
+// fresh mappings (alloc.hpp), so a destination that large is in no cache
+// when the copy starts; the L3 size sysconf reports is not consulted for
+// transposes, because in a VM it is often the host's (508 MiB on the
+// development machine, where streaming took 32 MiB float32 transposes from
+// 0.23 to 0.56 of memcpy and 4096^2 float64 from about 0.5 to 0.6-0.7).
+const std::size_t kTileStreamingBytes = std::size_t{32} << 20;
+
+// Row gathers (reversed, every-other and other strided runs) stream only
+// beyond the last-level cache as sysconf reports it, and from 32 MiB at
+// least: streamed, the 128 MiB reversal came out either slightly faster or
+// clearly slower (0.75-0.95 of memcpy instead of 1.04-1.06) depending on
+// the machine's memory traffic, while cached it is about memcpy's speed.
+std::size_t default_row_streaming_bytes() noexcept {
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const std::size_t floor = std::size_t{32} << 20;
+  return llc > 0 && static_cast<std::size_t>(llc) > floor ? static_cast<std::size_t>(llc) : floor;
+}
+const std::size_t kRowStreamingBytes = default_row_streaming_bytes();
+
+// Which kernels write with streaming stores.
+struct Streaming {
+  bool tiles;
+  bool rows;
+};
 std::atomic<std::size_t> g_streaming_bytes{0};  // 0: the default
 std::atomic<std::size_t> g_parallel_bytes{0};   // 0: kParallelCopyBytes
 
@@ -697,7 +716,7 @@ void compact_pitches(const View& v, std::size_t e, std::ptrdiff_t* dst_pitch) no
 
 template <std::size_t E>
 void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-               bool nt, int isa) noexcept {
+               Streaming nt, int isa) noexcept {
   const int last = v.n - 1;
 
   // The outer dimension with the tightest non-zero source stride: if it is
@@ -730,7 +749,7 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
       if constexpr (E == 0) {
         copy_tiled_any(dst + dof, dr, src + so, sr, sc, rows, cols, e);
       } else {
-        copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt, isa);
+        copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt.tiles, isa);
       }
     });
     return;
@@ -743,12 +762,12 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
     if constexpr (E == 0) {
       gather_row_any(dst + dof, src + so, s, n, e);
     } else {
-      gather_row<E>(dst + dof, src + so, s, n, nt, isa);
+      gather_row<E>(dst + dof, src + so, s, n, nt.rows, isa);
     }
   });
 }
 
-void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, bool nt, int isa) noexcept {
+void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept {
   std::ptrdiff_t dst_pitch[kMaxDims];
   compact_pitches(v, e, dst_pitch);
   if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
@@ -769,7 +788,7 @@ void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t 
 #if defined(DLB_COPY_SSE2)
   // Streaming stores are weakly ordered: fence them before the copy counts
   // as done (and before a worker reports its part finished).
-  if (nt) _mm_sfence();
+  if (nt.tiles || nt.rows) _mm_sfence();
 #endif
 }
 
@@ -800,7 +819,7 @@ struct SplitCopy {
   std::size_t e;
   std::int64_t chunk;
   std::ptrdiff_t dst_pitch0;
-  bool nt;
+  Streaming nt;
   int isa;
 };
 
@@ -853,7 +872,8 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   const std::size_t parallel = g_parallel_bytes.load(std::memory_order_relaxed);
   const int isa = g_isa.load(std::memory_order_relaxed);
   // Streaming stores are SSE2 instructions: none at the scalar level.
-  const bool nt = isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kDefaultStreamingBytes);
+  const Streaming nt{isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kTileStreamingBytes),
+                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes)};
   const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
   if (threads > 1 && v.shape[0] > 1) {
     // Parts of whole tiles (64 rows) where the extent allows; a few parts
