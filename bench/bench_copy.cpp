@@ -170,6 +170,20 @@ void BM_TransposedWidth(benchmark::State& state) {
   run_copy(state, v, src, dst, n);
 }
 
+// The same at 4 MiB (2048 x 2048 bytes, 2048 x 1024 2-byte elements, ...):
+// below the streaming size, the destination written through the cache.
+void BM_TransposedWidth4M(benchmark::State& state) {
+  const int e = static_cast<int>(state.range(0));
+  const std::int64_t cols = 2048;
+  const std::int64_t rows = (std::int64_t{4} << 20) / (cols * e);
+  const auto n = static_cast<std::size_t>(rows * cols * e);
+  Buffer src(n), dst(n);
+  std::int64_t shape[2] = {rows, cols};
+  std::int64_t strides[2] = {1, rows};
+  const DLTensor v = make_view(src.data, 0, 2, shape, strides, e);
+  run_copy(state, v, src, dst, n);
+}
+
 // A 32 MiB vector reversed, for each element width with a kernel.
 void BM_ReversedWidth(benchmark::State& state) {
   const int e = static_cast<int>(state.range(0));
@@ -277,6 +291,9 @@ BENCHMARK(BM_Reversed)->UseManualTime()->Apply([](auto* b) { thread_args(b, {256
 BENCHMARK(BM_EveryOther)->UseManualTime()->Apply([](auto* b) { thread_args(b, {512, 2048}); });
 BENCHMARK(BM_TransposedWidth)->UseManualTime()->Apply([](auto* b) {
   for (const int e : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({e, 1});
+});
+BENCHMARK(BM_TransposedWidth4M)->UseManualTime()->Apply([](auto* b) {
+  for (const int e : {1, 2, 4, 8}) b->Args({e, 1});
 });
 BENCHMARK(BM_ReversedWidth)->UseManualTime()->Apply([](auto* b) {
   for (const int e : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({e, 1});

@@ -5,7 +5,9 @@
 // every view that is valid and fits the destination. One control bit lowers
 // the engine's size thresholds to a byte, so that the small views fuzzed
 // here also take the paths of large copies: split among 1 to 4 threads,
-// written with streaming stores.
+// written with streaming stores. Two more bits cap the kernels' instruction
+// set (scalar, SSE2, AVX2; clamped to what the CPU has), so that every
+// level's kernels meet the fuzzed views.
 #include "copy_engine.hpp"
 #include "fuzz_common.hpp"
 
@@ -67,7 +69,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dlb_set_copy_threads(1 + ((ctl >> 4) & 3));
     dlb::testing::set_copy_thresholds(1, 1);
   }
+  const int isa_cap = (ctl >> 6) & 3;  // 0: the best available
+  if (isa_cap != 0) dlb::testing::set_copy_isa(isa_cap - 1);
   const dlb_status s = dlb_copy_to_contiguous(&t, dst, dst_size);
+  if (isa_cap != 0) dlb::testing::set_copy_isa(-1);
   if (large_paths) {
     dlb::testing::set_copy_thresholds(0, 0);
     dlb_set_copy_threads(1);

@@ -24,6 +24,9 @@ void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept;
 // Frees what mem_alloc returned. NULL-safe.
 void mem_free(void* p) noexcept;
 // Frees what mem_alloc_aligned or mem_alloc_zeroed returned. NULL-safe.
+// Blocks of mid sizes (64 KiB up to the large size) may be kept for the
+// next aligned allocation that fits them, their pages still faulted in; at
+// most 32 MiB of them at a time.
 void mem_free_aligned(void* p) noexcept;
 
 // Allocations of this many bytes and more are served by their own mapping.
@@ -43,6 +46,10 @@ void fail_allocation_after(std::int64_t n) noexcept;
 std::int64_t allocations_attempted() noexcept;
 // Live allocations served by their own mapping (large ones).
 std::int64_t large_allocations_live() noexcept;
+// Bytes of freed mid-size blocks kept for reuse (see alloc.cpp), and
+// giving them all back to malloc.
+std::size_t recycled_bytes() noexcept;
+void drop_recycled_blocks() noexcept;
 // Drops the per-thread cache of export blocks, so that the next export
 // allocates (tests that count allocations call this first).
 void drop_thread_caches() noexcept;

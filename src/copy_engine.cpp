@@ -23,22 +23,27 @@
 //       element; widths 1, 2, 4, 8, 16 and the odd 3, 6, 12 have kernels
 //       of their own (odd widths move a wider word and let the next
 //       element overwrite its tail), any other width a generic loop.
-//     Destinations larger than the last-level cache are written with
-//     non-temporal stores where the kernel writes whole aligned 16-byte
-//     words: no read-for-ownership of lines that are about to be
-//     overwritten, no eviction of the source.
+//     Large destinations are written with non-temporal stores where the
+//     kernel writes whole aligned 16-byte words (transposes from 32 MiB,
+//     row gathers beyond the last-level cache): no read-for-ownership of
+//     lines that are about to be overwritten, no eviction of the source.
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
 // Elements are moved through fixed-size memcpy calls, which compilers turn
 // into plain loads and stores without any alignment assumption. Only SSE2
 // is assumed (the x86-64 baseline); other targets take the scalar paths.
+// Kernels for wider vectors (AVX2: 1- and 2-byte tiles) are compiled for
+// their instruction set alone and chosen at run time when the CPU has it
+// (detect_isa below); DLB_COPY_ISA=scalar|sse2|avx2 caps the level, so
+// that tests and benchmarks reach every kernel on one machine.
 
 #include "copy_engine.hpp"
 
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "copy_pool.hpp"
@@ -47,6 +52,12 @@
 #define DLB_COPY_SSE2 1
 #include <emmintrin.h>
 #include <xmmintrin.h>
+// AVX2 kernels carry their own target attribute; the rest of the library
+// stays baseline x86-64.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DLB_COPY_AVX2 1
+#include <immintrin.h>
+#endif
 #endif
 
 namespace dlb {
@@ -72,9 +83,15 @@ constexpr std::ptrdiff_t kLineBytes = 64;
 #ifndef DLB_COPY_PANEL_WIDTH
 #define DLB_COPY_PANEL_WIDTH 64
 #endif
-// Tiles ahead whose source lines are prefetched.
+// Tiles ahead whose source lines are prefetched. The prefetches ask for
+// the L2 only (locality 2, prefetcht1), not the L1: a band's source lines
+// all fall in one L1 set when the pitch is a multiple of 4 KiB, so lines
+// fetched into the L1 for later tiles would evict the current tile's.
+// Four tiles ahead into the L2 beat two into the L1 on the development
+// machine (4096^2 float64: 10.1 ms instead of 11.1; 1024^2, which is not
+// streamed: 0.34 ms instead of 0.43).
 #ifndef DLB_COPY_PREFETCH_TILES
-#define DLB_COPY_PREFETCH_TILES 2
+#define DLB_COPY_PREFETCH_TILES 4
 #endif
 constexpr std::int64_t kPanelTiles = DLB_COPY_PANEL_TILES;
 constexpr std::int64_t kPanelWidth = DLB_COPY_PANEL_WIDTH;
@@ -89,18 +106,60 @@ constexpr std::int64_t prefetch_tiles() {
   return E <= 2 ? DLB_COPY_PREFETCH_TILES_SMALL : DLB_COPY_PREFETCH_TILES;
 }
 
-// Destinations larger than the last-level cache are written with streaming
-// stores: the cache could not keep them anyway. (Where the cache is larger
-// than the copy, streaming stores were slower: a 128 MiB reversal streamed
-// from 16 MiB on lost to the cached stores on the development machine.)
-std::size_t default_streaming_bytes() noexcept {
+// Tiled transposes of 32 MiB and more are written with streaming stores
+// (a tile's rows leave an L1-resident scratch a line at a time): no
+// read-for-ownership of lines that are about to be overwritten, no
+// eviction of the source, and no destination lines competing for the L1
+// sets of power-of-two pitches. 32 MiB is also where allocations become
+// fresh mappings (alloc.hpp), so a destination that large is in no cache
+// when the copy starts; the L3 size sysconf reports is not consulted for
+// transposes, because in a VM it is often the host's (508 MiB on the
+// development machine, where streaming took 32 MiB float32 transposes from
+// 0.23 to 0.56 of memcpy and 4096^2 float64 from about 0.5 to 0.6-0.7).
+const std::size_t kTileStreamingBytes = std::size_t{32} << 20;
+
+// Row gathers (reversed, every-other and other strided runs) stream only
+// beyond the last-level cache as sysconf reports it, and from 32 MiB at
+// least: streamed, the 128 MiB reversal came out either slightly faster or
+// clearly slower (0.75-0.95 of memcpy instead of 1.04-1.06) depending on
+// the machine's memory traffic, while cached it is about memcpy's speed.
+std::size_t default_row_streaming_bytes() noexcept {
   const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const std::size_t floor = std::size_t{32} << 20;
   return llc > 0 && static_cast<std::size_t>(llc) > floor ? static_cast<std::size_t>(llc) : floor;
 }
-const std::size_t kDefaultStreamingBytes = default_streaming_bytes();
+const std::size_t kRowStreamingBytes = default_row_streaming_bytes();
+
+// Which kernels write with streaming stores.
+struct Streaming {
+  bool tiles;
+  bool rows;
+};
 std::atomic<std::size_t> g_streaming_bytes{0};  // 0: the default
 std::atomic<std::size_t> g_parallel_bytes{0};   // 0: kParallelCopyBytes
+
+// The widest kernels the CPU runs, capped by DLB_COPY_ISA when it names a
+// lower level (scalar, sse2, avx2; anything else is ignored).
+int detect_isa() noexcept {
+  int best = kCopyIsaScalar;
+#if defined(DLB_COPY_SSE2)
+  best = kCopyIsaSse2;
+#if defined(DLB_COPY_AVX2)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) best = kCopyIsaAvx2;
+#endif
+#endif
+  if (const char* v = std::getenv("DLB_COPY_ISA"); v != nullptr) {
+    int cap = best;
+    if (std::strcmp(v, "scalar") == 0) cap = kCopyIsaScalar;
+    else if (std::strcmp(v, "sse2") == 0) cap = kCopyIsaSse2;
+    else if (std::strcmp(v, "avx2") == 0) cap = kCopyIsaAvx2;
+    if (cap < best) best = cap;
+  }
+  return best;
+}
+const int kBestIsa = detect_isa();
+std::atomic<int> g_isa{kBestIsa};
 
 template <std::size_t E>
 struct Elem {
@@ -113,7 +172,7 @@ inline void move_elem(byte* dst, const byte* src) noexcept {
 }
 
 #ifndef DLB_COPY_PREFETCH_LOCALITY
-#define DLB_COPY_PREFETCH_LOCALITY 3
+#define DLB_COPY_PREFETCH_LOCALITY 2
 #endif
 inline void prefetch(const void* p) noexcept {
 #if defined(__GNUC__)
@@ -173,7 +232,7 @@ constexpr std::size_t wide_word() {
 
 // One row: n elements from src (byte stride s) into compact dst.
 template <std::size_t E>
-void gather_row(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n, bool nt) noexcept {
+void gather_row(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n, bool nt, int isa) noexcept {
   constexpr auto pe = static_cast<std::ptrdiff_t>(E);
   if (s == pe) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * E);
@@ -193,7 +252,9 @@ void gather_row(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n, bo
 #if defined(DLB_COPY_SSE2)
   if constexpr (E == 1 || E == 2 || E == 4 || E == 8 || E == 16) {
     constexpr std::int64_t k = 16 / static_cast<std::int64_t>(E);  // elements per word
-    if (s == -pe && n >= 2 * k) {
+    if (isa < kCopyIsaSse2) {
+      // the scalar loops below
+    } else if (s == -pe && n >= 2 * k) {
       // Reversed run: read 16-byte words backwards, reverse them, write
       // forwards.
       std::int64_t head = nt ? head_to_align16<E>(dst) : 0;
@@ -236,6 +297,9 @@ void gather_row(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n, bo
       }
     }
   }
+#else
+  (void)nt;
+  (void)isa;
 #endif
   constexpr std::size_t W = wide_word<E>();
   if constexpr (W != E) {
@@ -261,15 +325,110 @@ void gather_row_any(byte* dst, const byte* src, std::ptrdiff_t s, std::int64_t n
   }
 }
 
-// Fills the compact T x T tile tmp[i][j] = *(s0 + i*sr + j*sc) with SSE2
-// register transposes, when the source runs are compact (sr == E) and the
-// width has a kernel (1, 2, 4 and 8 bytes); returns false to leave the tile
-// to the scalar loop.
+#if defined(DLB_COPY_AVX2)
+// A 64 x 64 tile of bytes, out[i * op + j] = s0[j * sc + i], in AVX2
+// registers: the SSE2 kernel's 16 x 16 interleaving rounds, run on two
+// 16 x 16 blocks at once (one in each 128-bit lane: a 32-byte load of a
+// source run holds a row of both), so half the loads and shuffles per
+// byte. About 1.5 times the SSE2 kernel's speed on L2-resident tiles.
+__attribute__((target("avx2"))) void transpose_tile1_avx2(byte* out, std::ptrdiff_t op, const byte* s0,
+                                                          std::ptrdiff_t sc) noexcept {
+  constexpr int kBitReverse4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+  for (int j = 0; j < 64; j += 16) {
+    const byte* r0 = s0 + j * sc;
+    for (int i = 0; i < 64; i += 32) {
+      __m256i x[16];
+      __m256i y[16];
+      for (int r = 0; r < 16; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + r * sc + i));
+      for (int r = 0; r < 8; ++r) {
+        y[r] = _mm256_unpacklo_epi8(x[2 * r], x[2 * r + 1]);
+        y[r + 8] = _mm256_unpackhi_epi8(x[2 * r], x[2 * r + 1]);
+      }
+      for (int r = 0; r < 8; ++r) {
+        x[r] = _mm256_unpacklo_epi16(y[2 * r], y[2 * r + 1]);
+        x[r + 8] = _mm256_unpackhi_epi16(y[2 * r], y[2 * r + 1]);
+      }
+      for (int r = 0; r < 8; ++r) {
+        y[r] = _mm256_unpacklo_epi32(x[2 * r], x[2 * r + 1]);
+        y[r + 8] = _mm256_unpackhi_epi32(x[2 * r], x[2 * r + 1]);
+      }
+      for (int r = 0; r < 8; ++r) {
+        x[r] = _mm256_unpacklo_epi64(y[2 * r], y[2 * r + 1]);
+        x[r + 8] = _mm256_unpackhi_epi64(y[2 * r], y[2 * r + 1]);
+      }
+      // Lane 0 holds output rows i + r, lane 1 rows i + 16 + r.
+      for (int r = 0; r < 16; ++r) {
+        const __m256i v = x[kBitReverse4[r]];
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (i + r) * op + j), _mm256_castsi256_si128(v));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (i + 16 + r) * op + j), _mm256_extracti128_si256(v, 1));
+      }
+    }
+  }
+}
+
+// A 32 x 32 tile of 2-byte elements the same way: the SSE2 kernel's 8 x 8
+// rounds on two blocks at once, one per lane.
+__attribute__((target("avx2"))) void transpose_tile2_avx2(byte* out, std::ptrdiff_t op, const byte* s0,
+                                                          std::ptrdiff_t sc) noexcept {
+  for (int j = 0; j < 32; j += 8) {
+    const byte* r0 = s0 + j * sc;
+    for (int i = 0; i < 32; i += 16) {
+      __m256i x[8];
+      for (int r = 0; r < 8; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + r * sc + i * 2));
+      __m256i y[8];
+      for (int r = 0; r < 4; ++r) {
+        y[2 * r] = _mm256_unpacklo_epi16(x[2 * r], x[2 * r + 1]);
+        y[2 * r + 1] = _mm256_unpackhi_epi16(x[2 * r], x[2 * r + 1]);
+      }
+      __m256i z[8];
+      z[0] = _mm256_unpacklo_epi32(y[0], y[2]);
+      z[1] = _mm256_unpackhi_epi32(y[0], y[2]);
+      z[2] = _mm256_unpacklo_epi32(y[1], y[3]);
+      z[3] = _mm256_unpackhi_epi32(y[1], y[3]);
+      z[4] = _mm256_unpacklo_epi32(y[4], y[6]);
+      z[5] = _mm256_unpackhi_epi32(y[4], y[6]);
+      z[6] = _mm256_unpacklo_epi32(y[5], y[7]);
+      z[7] = _mm256_unpackhi_epi32(y[5], y[7]);
+      const __m256i res[8] = {
+          _mm256_unpacklo_epi64(z[0], z[4]), _mm256_unpackhi_epi64(z[0], z[4]),
+          _mm256_unpacklo_epi64(z[1], z[5]), _mm256_unpackhi_epi64(z[1], z[5]),
+          _mm256_unpacklo_epi64(z[2], z[6]), _mm256_unpackhi_epi64(z[2], z[6]),
+          _mm256_unpacklo_epi64(z[3], z[7]), _mm256_unpackhi_epi64(z[3], z[7]),
+      };
+      // Lane 0 holds output rows i + r, lane 1 rows i + 8 + r.
+      for (int r = 0; r < 8; ++r) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (i + r) * op + j * 2), _mm256_castsi256_si128(res[r]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (i + 8 + r) * op + j * 2),
+                         _mm256_extracti128_si256(res[r], 1));
+      }
+    }
+  }
+}
+#endif
+
+// Fills the compact T x T tile tmp[i][j] = *(s0 + i*sr + j*sc) with
+// register transposes (SSE2; AVX2 for 1- and 2-byte tiles where isa
+// allows), when the source runs are compact (sr == E) and the width has a
+// kernel (1, 2, 4 and 8 bytes); returns false to leave the tile to the
+// scalar loop.
 template <std::size_t E, std::int64_t T>
-inline bool gather_tile_simd(byte* out, std::ptrdiff_t op, const byte* s0, std::ptrdiff_t sr,
-                             std::ptrdiff_t sc) noexcept {
+inline bool gather_tile_simd(byte* out, std::ptrdiff_t op, const byte* s0, std::ptrdiff_t sr, std::ptrdiff_t sc,
+                             int isa) noexcept {
 #if defined(DLB_COPY_SSE2)
-  if (sr != static_cast<std::ptrdiff_t>(E)) return false;
+  if (sr != static_cast<std::ptrdiff_t>(E) || isa < kCopyIsaSse2) return false;
+#if defined(DLB_COPY_AVX2)
+  if constexpr (E == 1 && T == 64) {
+    if (isa >= kCopyIsaAvx2) {
+      transpose_tile1_avx2(out, op, s0, sc);
+      return true;
+    }
+  } else if constexpr (E == 2 && T == 32) {
+    if (isa >= kCopyIsaAvx2) {
+      transpose_tile2_avx2(out, op, s0, sc);
+      return true;
+    }
+  }
+#endif
   if constexpr (E == 8) {
     // 2 x 2 blocks: two source runs (j, j+1), two elements each (i, i+1).
     for (std::int64_t j = 0; j < T; j += 2) {
@@ -372,6 +531,7 @@ inline bool gather_tile_simd(byte* out, std::ptrdiff_t op, const byte* s0, std::
   (void)s0;
   (void)sr;
   (void)sc;
+  (void)isa;
   return false;
 }
 
@@ -400,7 +560,7 @@ inline void write_segment(byte* d, const byte* from, bool stream) noexcept {
 // source sequentially. Tiles are one cache line on each side.
 template <std::size_t E>
 void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr, std::ptrdiff_t sc,
-                std::int64_t rows, std::int64_t cols, bool nt) noexcept {
+                std::int64_t rows, std::int64_t cols, bool nt, int isa) noexcept {
   constexpr auto pe = static_cast<std::ptrdiff_t>(E);
   constexpr std::int64_t T = (kLineBytes / pe) > 0 ? kLineBytes / pe : 1;
   constexpr std::int64_t PR = T * kPanelTiles;
@@ -435,19 +595,41 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
             if constexpr (E <= 2) {
               // 1- and 2-byte tiles read 32 or 64 source lines, more than an
               // L1 set holds when the pitch is a multiple of 4 KiB: stage
-              // them in a compact scratch first, each line read once.
-              if (sr == pe && !stream) {
+              // them in a compact scratch first, each line read once. When
+              // streaming, 2-byte tiles are staged too and then transposed
+              // into the scratch that is streamed out (32 MiB: 6.4 ms
+              // instead of 7.5-10); 1-byte tiles were not faster staged.
+              if (sr == pe && (E == 2 || !stream)) {
                 alignas(64) byte stage[T * T * E];
                 for (std::int64_t j = 0; j < T; ++j) std::memcpy(stage + j * T * pe, s0 + j * sc, T * E);
-                if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe)) continue;
+                // The AVX2 kernels write 32 or 16 destination rows at once,
+                // too many lines for one L1 set at power-of-two pitches:
+                // they go through the scratch too (2048^2 bytes: 0.49 ms
+                // instead of 0.67 with SSE2 straight into the destination;
+                // 2048 x 1024 2-byte: 0.45 instead of 0.74, and 0.70 with
+                // AVX2 straight in).
+                const bool direct = !stream && !(E <= 2 && isa >= kCopyIsaAvx2);
+                if (direct) {
+                  if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe, isa)) continue;
+                } else {
+                  alignas(64) byte tmp[T * T * E];
+                  if (gather_tile_simd<E, T>(tmp, T * pe, stage, pe, T * pe, isa)) {
+                    for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
+                    continue;
+                  }
+                }
               }
             }
             // Register transposes straight into the destination; or, when
             // streaming (or without a kernel for the width), into an
-            // L1-resident scratch whose rows are then written whole.
-            if (!stream && gather_tile_simd<E, T>(d0, dr, s0, sr, sc)) continue;
+            // L1-resident scratch whose rows are then written whole. 4-byte
+            // tiles always take the scratch: their kernel writes each of 16
+            // destination lines in four visits, and 16 lines overflow an L1
+            // set at power-of-two pitches (1024^2 float32: 0.25 ms instead
+            // of 0.80; 8-byte tiles were slower through the scratch).
+            if (!stream && E != 4 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) continue;
             alignas(64) byte tmp[T * T * E];
-            if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc)) {
+            if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc, isa)) {
               for (std::int64_t j = 0; j < T; ++j) {
                 const byte* s = s0 + j * sc;
                 for (std::int64_t i = 0; i < T; ++i) move_elem<E>(tmp + (i * T + j) * pe, s + i * sr);
@@ -534,7 +716,7 @@ void compact_pitches(const View& v, std::size_t e, std::ptrdiff_t* dst_pitch) no
 
 template <std::size_t E>
 void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-               bool nt) noexcept {
+               Streaming nt, int isa) noexcept {
   const int last = v.n - 1;
 
   // The outer dimension with the tightest non-zero source stride: if it is
@@ -567,7 +749,7 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
       if constexpr (E == 0) {
         copy_tiled_any(dst + dof, dr, src + so, sr, sc, rows, cols, e);
       } else {
-        copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt);
+        copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt.tiles, isa);
       }
     });
     return;
@@ -580,12 +762,12 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
     if constexpr (E == 0) {
       gather_row_any(dst + dof, src + so, s, n, e);
     } else {
-      gather_row<E>(dst + dof, src + so, s, n, nt);
+      gather_row<E>(dst + dof, src + so, s, n, nt.rows, isa);
     }
   });
 }
 
-void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, bool nt) noexcept {
+void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept {
   std::ptrdiff_t dst_pitch[kMaxDims];
   compact_pitches(v, e, dst_pitch);
   if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
@@ -593,20 +775,20 @@ void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t 
     return;
   }
   switch (e) {
-    case 1: copy_view<1>(src, v, dst_pitch, dst, e, nt); break;
-    case 2: copy_view<2>(src, v, dst_pitch, dst, e, nt); break;
-    case 3: copy_view<3>(src, v, dst_pitch, dst, e, nt); break;
-    case 4: copy_view<4>(src, v, dst_pitch, dst, e, nt); break;
-    case 6: copy_view<6>(src, v, dst_pitch, dst, e, nt); break;
-    case 8: copy_view<8>(src, v, dst_pitch, dst, e, nt); break;
-    case 12: copy_view<12>(src, v, dst_pitch, dst, e, nt); break;
-    case 16: copy_view<16>(src, v, dst_pitch, dst, e, nt); break;
-    default: copy_view<0>(src, v, dst_pitch, dst, e, nt); break;
+    case 1: copy_view<1>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 2: copy_view<2>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 3: copy_view<3>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 4: copy_view<4>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 6: copy_view<6>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 8: copy_view<8>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 12: copy_view<12>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 16: copy_view<16>(src, v, dst_pitch, dst, e, nt, isa); break;
+    default: copy_view<0>(src, v, dst_pitch, dst, e, nt, isa); break;
   }
 #if defined(DLB_COPY_SSE2)
   // Streaming stores are weakly ordered: fence them before the copy counts
   // as done (and before a worker reports its part finished).
-  if (nt) _mm_sfence();
+  if (nt.tiles || nt.rows) _mm_sfence();
 #endif
 }
 
@@ -637,7 +819,8 @@ struct SplitCopy {
   std::size_t e;
   std::int64_t chunk;
   std::ptrdiff_t dst_pitch0;
-  bool nt;
+  Streaming nt;
+  int isa;
 };
 
 void run_split_part(void* ctx, int part) {
@@ -647,7 +830,7 @@ void run_split_part(void* ctx, int part) {
   if (a >= b) return;
   View sub = *c.v;
   sub.shape[0] = b - a;
-  copy_view_any_width(c.src + a * c.v->stride[0], sub, c.dst + a * c.dst_pitch0, c.e, c.nt);
+  copy_view_any_width(c.src + a * c.v->stride[0], sub, c.dst + a * c.dst_pitch0, c.e, c.nt, c.isa);
 }
 
 }  // namespace
@@ -687,12 +870,15 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   }
   const std::size_t streaming = g_streaming_bytes.load(std::memory_order_relaxed);
   const std::size_t parallel = g_parallel_bytes.load(std::memory_order_relaxed);
-  const bool nt = total >= (streaming != 0 ? streaming : kDefaultStreamingBytes);
+  const int isa = g_isa.load(std::memory_order_relaxed);
+  // Streaming stores are SSE2 instructions: none at the scalar level.
+  const Streaming nt{isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kTileStreamingBytes),
+                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes)};
   const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
   if (threads > 1 && v.shape[0] > 1) {
     // Parts of whole tiles (64 rows) where the extent allows; a few parts
     // per thread so that a thread slowed by a neighbour takes fewer.
-    SplitCopy c{src, &v, dst, elem_size, 0, 0, nt};
+    SplitCopy c{src, &v, dst, elem_size, 0, 0, nt, isa};
     std::ptrdiff_t dst_pitch[kMaxDims];
     compact_pitches(v, elem_size, dst_pitch);
     c.dst_pitch0 = dst_pitch[0];
@@ -704,10 +890,16 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
     copy_pool_run(static_cast<int>(parts), run_split_part, &c);
     return;
   }
-  copy_view_any_width(src, v, dst, elem_size, nt);
+  copy_view_any_width(src, v, dst, elem_size, nt, isa);
 }
 
 namespace testing {
+int set_copy_isa(int level) noexcept {
+  if (level < 0 || level > kBestIsa) level = kBestIsa;
+  g_isa.store(level, std::memory_order_relaxed);
+  return level;
+}
+
 void set_copy_thresholds(std::size_t parallel_bytes, std::size_t streaming_bytes) noexcept {
   g_parallel_bytes.store(parallel_bytes, std::memory_order_relaxed);
   g_streaming_bytes.store(streaming_bytes, std::memory_order_relaxed);

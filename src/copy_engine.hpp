@@ -23,7 +23,17 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
                                 const std::int64_t* shape, const std::int64_t* strides,
                                 std::size_t elem_size, unsigned char* dst) noexcept;
 
+// Instruction-set levels of the copy kernels.
+constexpr int kCopyIsaScalar = 0;  // plain loads and stores
+constexpr int kCopyIsaSse2 = 1;    // the x86-64 baseline
+constexpr int kCopyIsaAvx2 = 2;    // chosen at run time where the CPU has it
+
 namespace testing {
+// Makes copies use kernels of at most `level` (one of kCopyIsa*); a level
+// above the best available one, or a negative one, restores the best
+// available (the CPU's, capped by DLB_COPY_ISA). Returns the level now in
+// use. Not for concurrent use with copies.
+int set_copy_isa(int level) noexcept;
 // Sets the destination sizes from which copies are split among the copy
 // threads and written with streaming stores, so that tests reach those
 // paths with small views; 0 restores a default. Not for concurrent use

@@ -6,73 +6,21 @@
 #include <mutex>
 
 #include "alloc.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define DLB_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DLB_ASAN 1
-#endif
-#endif
-
-#if defined(DLB_ASAN)
-#include <sanitizer/asan_interface.h>
-#endif
-// DLB_NO_VALGRIND_ANNOTATIONS leaves them out (for counting instructions
-// under callgrind, where they would run).
-#if defined(__has_include) && !defined(DLB_NO_VALGRIND_ANNOTATIONS)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define DLB_VALGRIND 1
-#endif
-#endif
+#include "poison.hpp"
 
 namespace dlb {
 namespace {
 
-constexpr int kCacheLimit = 32;
-
-#if defined(DLB_VALGRIND)
-// Asked once: outside valgrind the hot path then pays one predictable
-// branch instead of a client request per block.
-bool running_on_valgrind() noexcept { return RUNNING_ON_VALGRIND != 0; }
-const bool g_under_valgrind = running_on_valgrind();
-#endif
-
 // The cache stays on under every tool, so that the tools see the path
-// production takes; a cached block is reported as freed memory would be.
-inline void mark_cached(void* block, std::size_t size) noexcept {
-#if defined(DLB_ASAN)
-  ASAN_POISON_MEMORY_REGION(block, size);
-#endif
-#if defined(DLB_VALGRIND)
-  if (__builtin_expect(g_under_valgrind, 0)) (void)VALGRIND_MAKE_MEM_NOACCESS(block, size);
-#endif
-  (void)block;
-  (void)size;
-}
-
-inline void mark_taken(void* block, std::size_t size) noexcept {
-#if defined(DLB_ASAN)
-  ASAN_UNPOISON_MEMORY_REGION(block, size);
-#endif
-#if defined(DLB_VALGRIND)
-  if (__builtin_expect(g_under_valgrind, 0)) (void)VALGRIND_MAKE_MEM_UNDEFINED(block, size);
-#endif
-  (void)block;
-  (void)size;
-}
+// production takes; a cached block is reported as freed memory would be
+// (poison.hpp).
+constexpr int kCacheLimit = 32;
 
 // Reads a cached block's link, which mark_cached made inaccessible (the
 // link's bytes are ours and were written before: valgrind sees them as
 // defined again).
 inline void* read_link(void* block) noexcept {
-#if defined(DLB_ASAN)
-  ASAN_UNPOISON_MEMORY_REGION(block, sizeof(void*));
-#endif
-#if defined(DLB_VALGRIND)
-  if (__builtin_expect(g_under_valgrind, 0)) (void)VALGRIND_MAKE_MEM_DEFINED(block, sizeof(void*));
-#endif
+  mark_defined(block, sizeof(void*));
   void* next;
   std::memcpy(&next, block, sizeof next);
   return next;

@@ -295,6 +295,42 @@ TEST(CopyEngine, UnalignedSourceAndDestination) {
 
 }  // namespace
 
+// Every kernel level the CPU has (scalar, SSE2, AVX2 where present), each
+// against the reference on random views, full-tile transposes of every
+// width at power-of-two and odd pitches, and through the streaming path.
+TEST(CopyEngine, EveryKernelLevel) {
+  const int best = dlb::testing::set_copy_isa(-1);
+  for (int level = dlb::kCopyIsaScalar; level <= best; ++level) {
+    ASSERT_EQ(dlb::testing::set_copy_isa(level), level);
+    std::mt19937_64 rng(static_cast<std::uint64_t>(500 + level));
+    for (const std::size_t streaming : {std::size_t{0}, std::size_t{1}}) {
+      dlb::testing::set_copy_thresholds(0, streaming);
+      for (int iter = 0; iter < 300; ++iter) {
+        const std::size_t ndim = 1 + rng() % 3;
+        std::vector<std::int64_t> shape(ndim);
+        for (auto& n : shape) n = 1 + static_cast<std::int64_t>(rng() % (ndim == 1 ? 300 : ndim == 2 ? 140 : 24));
+        const auto strides = random_strides(shape, rng);
+        const std::size_t e = kElemSizes[rng() % std::size(kElemSizes)];
+        const ::testing::AssertionResult r = engine_matches(shape, strides, e, rng);
+        if (!r) {
+          dlb::testing::set_copy_thresholds(0, 0);
+          dlb::testing::set_copy_isa(-1);
+          FAIL() << "level " << level << ", streaming " << streaming << ": " << r.message();
+        }
+      }
+      for (std::size_t e : kElemSizes) {
+        for (auto [r, c] : {std::pair<std::int64_t, std::int64_t>{128, 128}, {192, 64}, {64, 130}, {131, 200}}) {
+          EXPECT_TRUE(engine_matches({r, c}, {1, r}, e, rng)) << "level " << level;
+          EXPECT_TRUE(engine_matches({r, c}, {-1, -r}, e, rng)) << "level " << level;
+          EXPECT_TRUE(engine_matches({c, r}, {-c, -1}, e, rng)) << "level " << level;
+        }
+      }
+    }
+  }
+  dlb::testing::set_copy_thresholds(0, 0);
+  EXPECT_EQ(dlb::testing::set_copy_isa(-1), best);
+}
+
 // Reversed and every-other runs of every width, of lengths around the
 // vector kernels' word boundaries, at every destination misalignment the
 // streaming path must refuse or handle: the last element's word must not

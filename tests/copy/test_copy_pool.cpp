@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -168,6 +169,79 @@ TEST(CopyAlloc, LargeAllocationsAreZeroAndUnmapped) {
   const auto* q = static_cast<const std::int32_t*>(t.data);
   for (int i = 0; i < 15; ++i) EXPECT_EQ(q[i], 0);
   dlb_buffer_release(b);
+}
+
+// A freed mid-size block is kept for the next aligned allocation that fits
+// it, even when malloc is asked for blocks of the same size in between
+// (which would otherwise take it and leave ours to fresh pages).
+TEST(CopyAlloc, MidSizeBlocksAreReused) {
+  dlb::testing::drop_recycled_blocks();
+  const std::size_t n = std::size_t{256} << 10;
+  void* a = dlb::mem_alloc_aligned(64, n);
+  ASSERT_NE(a, nullptr);
+  std::memset(a, 0x5A, n);
+  dlb::mem_free_aligned(a);
+  EXPECT_GE(dlb::testing::recycled_bytes(), n);
+  void* peer = std::malloc(n);  // another user of the heap, same size
+  ASSERT_NE(peer, nullptr);
+  void* b = dlb::mem_alloc_aligned(64, n - 100);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(dlb::testing::recycled_bytes(), 0u);
+  dlb::mem_free_aligned(b);
+  // A zeroed allocation from a dirty kept block reads as zeros, and a
+  // stricter alignment is honoured.
+  auto* z = static_cast<unsigned char*>(dlb::mem_alloc_zeroed(4096, n - 8192));
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(z) % 4096, 0u);
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < n - 8192; ++i) nonzero += z[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  dlb::mem_free_aligned(z);
+  std::free(peer);
+  // A much smaller request does not take a large kept block.
+  void* small = dlb::mem_alloc_aligned(64, n / 4);
+  ASSERT_NE(small, nullptr);
+  EXPECT_GE(dlb::testing::recycled_bytes(), n);
+  dlb::mem_free_aligned(small);
+  dlb::testing::drop_recycled_blocks();
+  EXPECT_EQ(dlb::testing::recycled_bytes(), 0u);
+}
+
+// What is kept stays bounded: at most 32 MiB, the oldest given back first.
+TEST(CopyAlloc, KeptBlocksAreBounded) {
+  dlb::testing::drop_recycled_blocks();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 20; ++i) {
+    void* p = dlb::mem_alloc_aligned(64, (std::size_t{3} << 20) + static_cast<std::size_t>(i) * 65536);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, i, 4096);
+    blocks.push_back(p);
+  }
+  for (void* p : blocks) dlb::mem_free_aligned(p);
+  EXPECT_GT(dlb::testing::recycled_bytes(), 0u);
+  EXPECT_LE(dlb::testing::recycled_bytes(), std::size_t{32} << 20);
+  // Too small or too large to keep: handed back at once.
+  dlb::testing::drop_recycled_blocks();
+  dlb::mem_free_aligned(dlb::mem_alloc_aligned(64, 1000));
+  dlb::mem_free_aligned(dlb::mem_alloc_aligned(64, dlb::kLargeAllocation - 4096));
+  EXPECT_EQ(dlb::testing::recycled_bytes(), 0u);
+  // Blocks freed from many threads at once.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::size_t n = (std::size_t{64} << 10) * static_cast<std::size_t>(1 + (i + t) % 5);
+        auto* p = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n));
+        if (p == nullptr) continue;
+        p[0] = 1;
+        p[n - 1] = 2;
+        dlb::mem_free_aligned(p);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(dlb::testing::recycled_bytes(), std::size_t{32} << 20);
+  dlb::testing::drop_recycled_blocks();
 }
 
 TEST(CopyAlloc, InjectedFailuresReachEveryAllocator) {
