@@ -157,11 +157,12 @@ void BM_EveryOther(benchmark::State& state) {
   run_copy(state, v, src, dst, n);
 }
 
-// The transpose of a 32 MiB matrix for each element width with a kernel.
-void BM_TransposedWidth(benchmark::State& state) {
+// The transpose of a `bytes` matrix of 2048 columns of element width
+// state.range(0).
+void transposed_of_size(benchmark::State& state, std::int64_t bytes) {
   const int e = static_cast<int>(state.range(0));
   const std::int64_t cols = 2048;
-  const std::int64_t rows = (std::int64_t{32} << 20) / (cols * e);
+  const std::int64_t rows = bytes / (cols * e);
   const auto n = static_cast<std::size_t>(rows * cols * e);
   Buffer src(n), dst(n);
   std::int64_t shape[2] = {rows, cols};
@@ -170,19 +171,12 @@ void BM_TransposedWidth(benchmark::State& state) {
   run_copy(state, v, src, dst, n);
 }
 
+// The transpose of a 32 MiB matrix for each element width with a kernel.
+void BM_TransposedWidth(benchmark::State& state) { transposed_of_size(state, std::int64_t{32} << 20); }
+
 // The same at 4 MiB (2048 x 2048 bytes, 2048 x 1024 2-byte elements, ...):
 // below the streaming size, the destination written through the cache.
-void BM_TransposedWidth4M(benchmark::State& state) {
-  const int e = static_cast<int>(state.range(0));
-  const std::int64_t cols = 2048;
-  const std::int64_t rows = (std::int64_t{4} << 20) / (cols * e);
-  const auto n = static_cast<std::size_t>(rows * cols * e);
-  Buffer src(n), dst(n);
-  std::int64_t shape[2] = {rows, cols};
-  std::int64_t strides[2] = {1, rows};
-  const DLTensor v = make_view(src.data, 0, 2, shape, strides, e);
-  run_copy(state, v, src, dst, n);
-}
+void BM_TransposedWidth4M(benchmark::State& state) { transposed_of_size(state, std::int64_t{4} << 20); }
 
 // A 32 MiB vector reversed, for each element width with a kernel.
 void BM_ReversedWidth(benchmark::State& state) {
