@@ -87,9 +87,8 @@ constexpr std::ptrdiff_t kLineBytes = 64;
 // the L2 only (locality 2, prefetcht1), not the L1: a band's source lines
 // all fall in one L1 set when the pitch is a multiple of 4 KiB, so lines
 // fetched into the L1 for later tiles would evict the current tile's.
-// Four tiles ahead into the L2 beat two into the L1 on the development
-// machine (4096^2 float64: 10.1 ms instead of 11.1; 1024^2, which is not
-// streamed: 0.34 ms instead of 0.43).
+// Four tiles ahead into the L2 beat two into the L1 in bench_copy's
+// BM_Transposed, streamed (4096^2) and cached (1024^2).
 #ifndef DLB_COPY_PREFETCH_TILES
 #define DLB_COPY_PREFETCH_TILES 4
 #endif
@@ -114,15 +113,15 @@ constexpr std::int64_t prefetch_tiles() {
 // fresh mappings (alloc.hpp), so a destination that large is in no cache
 // when the copy starts; the L3 size sysconf reports is not consulted for
 // transposes, because in a VM it is often the host's (508 MiB on the
-// development machine, where streaming took 32 MiB float32 transposes from
-// 0.23 to 0.56 of memcpy and 4096^2 float64 from about 0.5 to 0.6-0.7).
+// development machine, where no transpose streamed before; bench/README.md
+// has the figures before and after).
 const std::size_t kTileStreamingBytes = std::size_t{32} << 20;
 
 // Row gathers (reversed, every-other and other strided runs) stream only
 // beyond the last-level cache as sysconf reports it, and from 32 MiB at
 // least: streamed, the 128 MiB reversal came out either slightly faster or
-// clearly slower (0.75-0.95 of memcpy instead of 1.04-1.06) depending on
-// the machine's memory traffic, while cached it is about memcpy's speed.
+// clearly slower than cached, depending on the machine's memory traffic,
+// while cached it runs at about memcpy's speed.
 std::size_t default_row_streaming_bytes() noexcept {
   const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const std::size_t floor = std::size_t{32} << 20;
@@ -597,18 +596,19 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
               // L1 set holds when the pitch is a multiple of 4 KiB: stage
               // them in a compact scratch first, each line read once. When
               // streaming, 2-byte tiles are staged too and then transposed
-              // into the scratch that is streamed out (32 MiB: 6.4 ms
-              // instead of 7.5-10); 1-byte tiles were not faster staged.
+              // into the scratch that is streamed out (faster for 32 MiB
+              // in BM_TransposedWidth/2); 1-byte tiles were not faster
+              // staged.
               if (sr == pe && (E == 2 || !stream)) {
                 alignas(64) byte stage[T * T * E];
                 for (std::int64_t j = 0; j < T; ++j) std::memcpy(stage + j * T * pe, s0 + j * sc, T * E);
                 // The AVX2 kernels write 32 or 16 destination rows at once,
                 // too many lines for one L1 set at power-of-two pitches:
-                // they go through the scratch too (2048^2 bytes: 0.49 ms
-                // instead of 0.67 with SSE2 straight into the destination;
-                // 2048 x 1024 2-byte: 0.45 instead of 0.74, and 0.70 with
-                // AVX2 straight in).
-                const bool direct = !stream && !(E <= 2 && isa >= kCopyIsaAvx2);
+                // they go through the scratch too, which beat both SSE2
+                // and AVX2 straight into the destination in
+                // BM_TransposedWidth4M/1 and /2 (DLB_COPY_ISA=sse2 against
+                // the default reproduces the SSE2 side).
+                const bool direct = !stream && isa < kCopyIsaAvx2;
                 if (direct) {
                   if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe, isa)) continue;
                 } else {
@@ -625,8 +625,8 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
             // L1-resident scratch whose rows are then written whole. 4-byte
             // tiles always take the scratch: their kernel writes each of 16
             // destination lines in four visits, and 16 lines overflow an L1
-            // set at power-of-two pitches (1024^2 float32: 0.25 ms instead
-            // of 0.80; 8-byte tiles were slower through the scratch).
+            // set at power-of-two pitches (8-byte tiles were slower through
+            // the scratch).
             if (!stream && E != 4 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) continue;
             alignas(64) byte tmp[T * T * E];
             if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc, isa)) {
