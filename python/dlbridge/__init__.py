@@ -61,7 +61,7 @@ class Error(Exception):
         super().__init__("%s: %s" % (self.status_name, message))
 
 
-# dlbridge.Tensor is the extension's own type (python/dlbridge/_glue.c):
+# dlbridge.Tensor is the extension's own type (python/dlbridge/_tensor.c):
 # its properties, __repr__ and __len__ are in C, and its instances are not
 # tracked by the garbage collector, which keeps an exchange cheap.
 Tensor = _glue.Tensor
@@ -118,4 +118,14 @@ from_buffer = _glue.from_buffer
 from_dlpack = _glue.from_dlpack
 live_exports = _glue.live_exports
 
-from . import check  # noqa: E402  dlbridge.check(obj) and python -m dlbridge.check
+
+
+def __getattr__(name: str) -> Any:
+    """dlbridge.check (the conformance checker, ``dlbridge.check(obj)``) is
+    imported on first use, so that ``import dlbridge`` loads neither it nor
+    ctypes."""
+    if name == "check":
+        import importlib
+
+        return importlib.import_module(".check", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

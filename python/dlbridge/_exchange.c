@@ -17,7 +17,7 @@
  * raises and clears an AttributeError, which costs more than an exchange)
  * and looked at again every kNegativeRecheck exchanges.
  */
-#include "_exchange.h"
+#include "_glue.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -137,22 +137,38 @@ PyObject* dlbpy_exchange_capsule(void) {
 /* Consumer                                                                 */
 /* ------------------------------------------------------------------------ */
 
-enum { kCacheSlots = 64, kProbes = 4, kNegativeRecheck = 256, kMaxChain = 16 };
+enum { kCacheSlots = DLBPY_CACHE_SLOTS, kProbes = 4, kNegativeRecheck = 256, kMaxChain = 16 };
 
-typedef struct {
-  PyObject* type;    /* owned; NULL: empty slot */
-  PyObject* capsule; /* owned; NULL: the type has no table */
-  const DLPackExchangeAPI* api; /* NULL: none usable (fall back) */
-  int recheck;       /* exchanges left before a type without a table is looked at again */
-  int fixed;         /* the lookup cannot give another answer: never repeated */
-} cache_entry;
+typedef dlbpy_cache_entry cache_entry;
 
 /* Open addressing: a type sits in one of kProbes slots from its hash, so
- * that two busy types rarely push each other out. */
-static cache_entry g_cache[kCacheSlots];
-static unsigned g_evict; /* which probe a full neighbourhood gives up next */
-static PyObject* g_attr_name;     /* "__dlpack_c_exchange_api__" */
-static PyObject* g_attr_name_old; /* "__c_dlpack_exchange_api__" */
+ * that two busy types rarely push each other out. The cache is part of the
+ * module state and bounded; its strong references (a type and its capsule
+ * per slot) go with the module. */
+
+int dlbpy_exchange_cache_init(dlbpy_exchange_cache* cache) {
+  cache->attr_name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  cache->attr_name_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
+  return cache->attr_name != NULL && cache->attr_name_old != NULL ? 0 : -1;
+}
+
+void dlbpy_exchange_cache_clear(dlbpy_exchange_cache* cache) {
+  for (size_t i = 0; i < kCacheSlots; ++i) {
+    Py_CLEAR(cache->slots[i].capsule);
+    Py_CLEAR(cache->slots[i].type);
+    cache->slots[i].api = NULL;
+  }
+  Py_CLEAR(cache->attr_name);
+  Py_CLEAR(cache->attr_name_old);
+}
+
+int dlbpy_exchange_cache_traverse(dlbpy_exchange_cache* cache, visitproc visit, void* arg) {
+  for (size_t i = 0; i < kCacheSlots; ++i) {
+    Py_VISIT(cache->slots[i].type);
+    Py_VISIT(cache->slots[i].capsule);
+  }
+  return 0;
+}
 
 static size_t home_of(PyObject* type) {
   const uintptr_t p = (uintptr_t)type;
@@ -160,39 +176,34 @@ static size_t home_of(PyObject* type) {
 }
 
 /* The entry of `type`, or NULL. */
-static cache_entry* find_entry(PyObject* type) {
+static cache_entry* find_entry(dlbpy_exchange_cache* cache, PyObject* type) {
   const size_t home = home_of(type);
   for (size_t i = 0; i < kProbes; ++i) {
-    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    cache_entry* e = &cache->slots[(home + i) % kCacheSlots];
     if (e->type == type) return e;
   }
   return NULL;
 }
 
 /* A slot for a new entry of `type`: an empty one, else one to reuse. */
-static cache_entry* free_entry(PyObject* type) {
+static cache_entry* free_entry(dlbpy_exchange_cache* cache, PyObject* type) {
   const size_t home = home_of(type);
   for (size_t i = 0; i < kProbes; ++i) {
-    cache_entry* e = &g_cache[(home + i) % kCacheSlots];
+    cache_entry* e = &cache->slots[(home + i) % kCacheSlots];
     if (e->type == NULL) return e;
   }
-  return &g_cache[(home + (g_evict++ % kProbes)) % kCacheSlots];
+  return &cache->slots[(home + (cache->evict++ % kProbes)) % kCacheSlots];
 }
 
 /* The capsule type(obj) publishes under the current name or the earlier
  * one (a new reference), NULL without an exception when it has neither,
  * or -1 on an error other than AttributeError. */
-static int lookup_capsule(PyObject* type, PyObject** out) {
-  if (g_attr_name == NULL) {
-    g_attr_name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
-    g_attr_name_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
-    if (g_attr_name == NULL || g_attr_name_old == NULL) return -1;
-  }
-  PyObject* capsule = PyObject_GetAttr(type, g_attr_name);
+static int lookup_capsule(dlbpy_exchange_cache* cache, PyObject* type, PyObject** out) {
+  PyObject* capsule = PyObject_GetAttr(type, cache->attr_name);
   if (capsule == NULL) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
     PyErr_Clear();
-    capsule = PyObject_GetAttr(type, g_attr_name_old);
+    capsule = PyObject_GetAttr(type, cache->attr_name_old);
     if (capsule == NULL) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
@@ -244,17 +255,17 @@ static int lookup_fixed(PyObject* type) {
 }
 
 /* 1 with *api set, 0 when type has no usable table, -1 on error. */
-static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
-  cache_entry* e = find_entry(type);
+static int table_for(dlbpy_exchange_cache* cache, PyObject* type, const DLPackExchangeAPI** api) {
+  cache_entry* e = find_entry(cache, type);
   if (e != NULL && e->fixed) {
     *api = e->api;
     return e->api != NULL;
   }
   if (e != NULL && e->capsule == NULL && --e->recheck > 0) return 0;
   PyObject* capsule = NULL;
-  if (lookup_capsule(type, &capsule) != 0) return -1;
+  if (lookup_capsule(cache, type, &capsule) != 0) return -1;
   /* The lookup may have run Python code that used the cache: find again. */
-  e = find_entry(type);
+  e = find_entry(cache, type);
   if (e != NULL && e->capsule == capsule && capsule != NULL) {
     Py_DECREF(capsule);
     *api = e->api;
@@ -262,8 +273,8 @@ static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
   }
   /* A type not cached yet, or its attribute changed. */
   const int fixed = lookup_fixed(type); /* before the entry is chosen: it reads attributes */
-  e = find_entry(type);
-  if (e == NULL) e = free_entry(type);
+  e = find_entry(cache, type);
+  if (e == NULL) e = free_entry(cache, type);
   const DLPackExchangeAPI* found = capsule != NULL ? usable_table(capsule) : NULL;
   PyObject* old_type = e->type;
   PyObject* old_capsule = e->capsule;
@@ -279,10 +290,11 @@ static int table_for(PyObject* type, const DLPackExchangeAPI** api) {
   return found != NULL;
 }
 
-PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int policy, int* handled) {
+PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const long long* device, int policy,
+                                     int* handled) {
   *handled = 0;
   const DLPackExchangeAPI* api = NULL;
-  const int found = table_for((PyObject*)Py_TYPE(obj), &api);
+  const int found = table_for(&state->cache, (PyObject*)Py_TYPE(obj), &api);
   if (found < 0) {
     *handled = 1;
     return NULL;
@@ -364,5 +376,5 @@ PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int
     dlb_buffer_release(buffer);
     buffer = resolved;
   }
-  return dlbpy_tensor_new(buffer);
+  return dlbpy_tensor_new_in(state, buffer);
 }

@@ -1,11 +1,44 @@
 /* dlbridge's side of the DLPack 1.3 C exchange API in the dlbridge._glue
  * extension (python/dlbridge/_exchange.c): the table dlbridge.Tensor
  * publishes, and the consumer path of dlbridge.from_dlpack. Every function
- * here needs the GIL. */
+ * here needs the GIL. Included by _glue.h. */
 #ifndef DLBRIDGE_PYTHON_EXCHANGE_H_
 #define DLBRIDGE_PYTHON_EXCHANGE_H_
 
-#include "_glue.h"
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlbridge/dlbridge.h>
+
+struct dlbpy_state;
+
+enum { DLBPY_CACHE_SLOTS = 64 };
+
+/* One producer type's exchange table as last looked up. */
+typedef struct dlbpy_cache_entry {
+  PyObject* type;    /* owned; NULL: empty slot */
+  PyObject* capsule; /* owned; NULL: the type has no table */
+  const DLPackExchangeAPI* api; /* NULL: none usable (fall back) */
+  int recheck;       /* exchanges left before a type without a table is looked at again */
+  int fixed;         /* the lookup cannot give another answer: never repeated */
+} dlbpy_cache_entry;
+
+/* The module state's cache of exchange tables: bounded (DLBPY_CACHE_SLOTS
+ * types; a full neighbourhood gives up an entry), its references released
+ * by the module's m_clear. */
+typedef struct dlbpy_exchange_cache {
+  dlbpy_cache_entry slots[DLBPY_CACHE_SLOTS];
+  unsigned evict;          /* which probe a full neighbourhood gives up next */
+  PyObject* attr_name;     /* "__dlpack_c_exchange_api__" */
+  PyObject* attr_name_old; /* "__c_dlpack_exchange_api__" */
+} dlbpy_exchange_cache;
+
+/* Fills the names; 0, or -1 with an exception set. */
+int dlbpy_exchange_cache_init(dlbpy_exchange_cache* cache);
+/* Drops every reference the cache holds (m_clear). */
+void dlbpy_exchange_cache_clear(dlbpy_exchange_cache* cache);
+/* Visits them (m_traverse). */
+int dlbpy_exchange_cache_traverse(dlbpy_exchange_cache* cache, visitproc visit, void* arg);
 
 /* A new PyCapsule named "dlpack_exchange_api" holding dlbridge's table (a
  * static DLPackExchangeAPI that lives as long as the process), for the
@@ -23,7 +56,7 @@ PyObject* dlbpy_exchange_capsule(void);
  * __dlpack__, and nothing was called or allocated. Otherwise *handled is 1
  * and the result is a new dlbridge.Tensor, or NULL with the exception set
  * (the producer's own when its function failed). */
-PyObject* dlbpy_exchange_from_dlpack(PyObject* obj, const long long* device, int policy,
-                                     int* handled);
+PyObject* dlbpy_exchange_from_dlpack(struct dlbpy_state* state, PyObject* obj, const long long* device,
+                                     int policy, int* handled);
 
 #endif /* DLBRIDGE_PYTHON_EXCHANGE_H_ */

@@ -1,7 +1,17 @@
 /* The C side of the dlbridge Python package (the dlbridge._glue extension),
- * for the C files of the extension: what a tensor object is and the calls
- * between a tensor, a dlb_buffer and a DLPack capsule. Every function here
- * needs the GIL. Built against the CPython 3.10 limited API. */
+ * shared by its C files:
+ *
+ *   _module.c   module state, setup, small module functions, errors,
+ *               argument helpers, the interpreter-exit flag
+ *   _tensor.c   the dlbridge.Tensor type and its producer side (__dlpack__)
+ *   _capsule.c  DLPack capsules out (export) and in (import), deleter shims
+ *   _consumer.c dlbridge.from_dlpack: protocol negotiation, legacy producers,
+ *               the host-copy cure for a producer's refusal
+ *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
+ *   _exchange.c the DLPack 1.3 C exchange table, both directions
+ *
+ * Every function here needs the GIL. Built against the CPython 3.10 limited
+ * API (_buffer.c: 3.11, see there). */
 #ifndef DLBRIDGE_PYTHON_GLUE_H_
 #define DLBRIDGE_PYTHON_GLUE_H_
 
@@ -9,6 +19,8 @@
 #include <Python.h>
 
 #include <dlbridge/dlbridge.h>
+
+#include "_exchange.h"
 
 /* A dlbridge.Tensor (the extension type itself, immutable, not a base type,
  * not tracked by the collector). */
@@ -19,16 +31,74 @@ typedef struct dlbpy_tensor {
   PyObject* weaklist;
 } dlbpy_tensor;
 
+/* The module's state (PyModule_GetState of dlbridge._glue). Every object
+ * is owned by the state and released by the module's m_clear. */
+typedef struct dlbpy_state {
+  PyTypeObject* tensor_type;   /* dlbridge.Tensor */
+  PyObject* exchange_base;     /* the base class holding __dlpack_c_exchange_api__ */
+  PyObject* error_type;        /* dlbridge.Error, set by register(); NULL before */
+  PyObject* protocol_of;       /* dict: producer type -> True (legacy) / False (1.x) */
+  PyObject* str_dlpack;        /* "__dlpack__" */
+  PyObject* max_version;       /* (DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR) */
+  dlbpy_exchange_cache cache;  /* exchange tables of producer types */
+} dlbpy_state;
+
+/* The state of this interpreter's dlbridge._glue; NULL (no exception) before
+ * the module is made or after it is gone. */
+dlbpy_state* dlbpy_state_get(void);
+
+/* ---- module (_module.c) ----------------------------------------------- */
+
+/* Raises dlbridge.Error(status, text) (RuntimeError before register());
+ * returns NULL. */
+PyObject* dlbpy_raise_error(dlb_status status, const char* text);
+
+/* Raises dlbridge.Error(status, the library's last message); returns NULL. */
+PyObject* dlbpy_raise_status(dlb_status status);
+
+/* An export failure, "DLB_ERR_X: message": BufferError when the data cannot
+ * be exported, as the protocol asks of __dlpack__; ValueError when the
+ * library refused an argument. Returns NULL. */
+PyObject* dlbpy_raise_buffer_error(dlb_status status);
+
+/* True while Python code may run from any thread: initialised, and the
+ * interpreter has not started to exit (an atexit-registered flag). Once it
+ * is false, callbacks leak what they would free (never a crash). */
+int dlbpy_interpreter_alive(void);
+
+/* Keyword-only arguments of a METH_FASTCALL | METH_KEYWORDS call: values[i]
+ * is the argument called names[i] (borrowed), or NULL when not given.
+ * 0, or -1 with TypeError set. */
+int dlbpy_keyword_only(const char* function, PyObject* const* args, Py_ssize_t nargs,
+                       PyObject* kwnames, const char* const* names, int count, PyObject** values);
+
+/* A (int, int) pair from any sequence of two integers; 0, or -1 with
+ * TypeError naming `what` set. */
+int dlbpy_int_pair(PyObject* value, const char* what, const char* form, long long out[2]);
+
+/* copy=None/True/False as a dlb_copy_policy; -1 with TypeError otherwise. */
+int dlbpy_copy_policy(PyObject* copy);
+
+/* Export options for a consumer's device (NULL: none) and copy policy. */
+void dlbpy_request_options(const long long* device, int policy, dlb_export_options* options);
+
+/* ---- tensors (_tensor.c) ---------------------------------------------- */
+
+/* The type made from the spec; NULL with an exception set. `base` holds
+ * the exchange table attribute. */
+PyTypeObject* dlbpy_tensor_type_new(PyObject* module, PyObject* base);
+
 /* The buffer of a tensor, borrowed (valid while `obj` lives); NULL with
  * TypeError set when `obj` is not a dlbridge.Tensor. */
 dlb_buffer* dlbpy_tensor_buffer(PyObject* obj);
 
 /* A new dlbridge.Tensor taking over the caller's reference on `buffer`
- * (released again when the tensor cannot be made: NULL, exception set). */
+ * (released again when the tensor cannot be made: NULL, exception set).
+ * The _in form takes the state the caller has at hand. */
 PyObject* dlbpy_tensor_new(dlb_buffer* buffer);
+PyObject* dlbpy_tensor_new_in(dlbpy_state* state, dlb_buffer* buffer);
 
-/* Raises dlbridge.Error(status, the library's last message); returns NULL. */
-PyObject* dlbpy_raise_status(dlb_status status);
+/* ---- capsules (_capsule.c) -------------------------------------------- */
 
 /* Exports `buffer` into a new "dltensor_versioned" (versioned != 0) or
  * "dltensor" capsule; NULL with BufferError set on failure, nothing left
@@ -38,18 +108,51 @@ PyObject* dlbpy_export_capsule(dlb_buffer* buffer, const dlb_export_options* opt
 
 /* Imports a "dltensor_versioned" or "dltensor" capsule, renamed used_* on
  * success, when *out is a new buffer owned by the caller: returns 0. On
- * failure returns -1 with dlbridge.Error set, the capsule untouched. */
-int dlbpy_import_capsule(PyObject* capsule, dlb_buffer** out);
+ * failure returns -1 with dlbridge.Error set, the capsule untouched.
+ * `stream` is the stream value CUDA memory is ordered before (1 when the
+ * producer was asked without a stream). */
+int dlbpy_import_capsule(PyObject* capsule, int64_t stream, dlb_buffer** out);
+
+/* A capsule in as a new tensor (NULL with the exception set), the capsule
+ * dropped afterwards with the exception kept aside (a refused capsule's
+ * destructor may run Python code). Steals `capsule`. */
+PyObject* dlbpy_capsule_to_tensor(dlbpy_state* state, PyObject* capsule, int64_t stream);
 
 /* A DLPack 1.x managed tensor (major version 1) in as a buffer: CUDA memory
  * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) through dlb_cuda_import_versioned
- * with `stream`, the stream its producer ordered the data before, so the
- * buffer is stream-ordered and copies to the host; other memory, and CUDA
- * memory the CUDA backend does not take (DLB_ERR_UNSUPPORTED_DEVICE: no
- * driver or device, built without CUDA, memory the driver does not know as
- * that kind), through dlb_import_versioned. DLB_OK with *out a new
- * buffer owning `tensor`; otherwise the status, dlbridge.Error set, and
- * `tensor` still the caller's. */
+ * with `stream`, the stream its producer ordered the data before; other
+ * memory, and CUDA memory the CUDA backend does not take, through
+ * dlb_import_versioned. DLB_OK with *out a new buffer owning `tensor`;
+ * otherwise the status, dlbridge.Error set, and `tensor` still the
+ * caller's. */
 dlb_status dlbpy_import_managed(DLManagedTensorVersioned* tensor, int64_t stream, dlb_buffer** out);
+
+/* ---- consumer (_consumer.c) ------------------------------------------- */
+
+/* dlbridge.from_dlpack(obj, /, *, device=None, copy=None, stream=None). */
+PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs,
+                            PyObject* kwnames);
+extern const char dlbpy_from_dlpack_doc[];
+
+/* A refusal of obj.__dlpack__ (the exception set) as from_dlpack answers it
+ * (_cure.c): dlbridge.Error DLB_ERR_DELETED for a deleted array, the host
+ * copy the planner allows for a BufferError, or the exception as it is.
+ * `modern`: the producer takes the 1.x keywords. A new tensor, or NULL
+ * with the exception set. */
+PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int modern, const long long* device,
+                     int policy);
+
+/* is_legacy_producer(type): the remembered answer for a producer type. */
+PyObject* dlbpy_is_legacy_producer(PyObject* module, PyObject* type);
+
+/* ---- buffer protocol (_buffer.c) -------------------------------------- */
+
+/* from_buffer(obj): a zero-copy tensor over obj's buffer. */
+PyObject* dlbpy_from_buffer(PyObject* module, PyObject* obj);
+extern const char dlbpy_from_buffer_doc[];
+
+/* A buffer (a new reference in *out, 0) over obj's buffer protocol, or -1
+ * with dlbridge.Error set. */
+int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out);
 
 #endif /* DLBRIDGE_PYTHON_GLUE_H_ */

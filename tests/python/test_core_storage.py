@@ -61,7 +61,7 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-class ForeignProducer:
+class _ForeignProducer:
     """A float32 vector over a numpy array, exported with any device type,
     byte_offset and flags, through the legacy protocol (``__dlpack__()``
     without max_version) or the versioned one. Counts its deleter calls."""
@@ -85,9 +85,6 @@ class ForeignProducer:
         return (self.device_type, 0)
 
     def __dlpack__(self, stream=None, **kwargs):
-        if kwargs and not self.versioned:
-            # What CPython says for a __dlpack__(self, stream=None) of before DLPack 1.0.
-            raise TypeError("__dlpack__() got an unexpected keyword argument %r" % next(iter(kwargs)))
         if self.versioned:
             def deleter(_m):
                 self.deleted += 1
@@ -105,6 +102,19 @@ class ForeignProducer:
         self._keep.append((m, fn))
         # No capsule destructor: every capsule here is consumed by dlbridge.
         return _capsule_new(ctypes.addressof(m), name, None)
+
+
+class _LegacyForeignProducer(_ForeignProducer):
+    """The same with the signature of a __dlpack__ of before DLPack 1.0
+    (dlbridge reads that from the signature and never passes max_version)."""
+
+    def __dlpack__(self, stream=None):
+        return super().__dlpack__(stream)
+
+
+def ForeignProducer(*args, versioned=False, **kwargs):
+    kind = _ForeignProducer if versioned else _LegacyForeignProducer
+    return kind(*args, versioned=versioned, **kwargs)
 
 
 def versioned_flags(capsule):

@@ -126,9 +126,17 @@ def test_numpy_views_round_trip(kind):
         assert c.data_ptr != t.data_ptr
 
 
-def test_numpy_cannot_export_bool():
-    with pytest.raises(BufferError):
-        dlbridge.from_dlpack(np.zeros(3, bool))
+def test_numpy_cannot_export_bool_and_is_copied_instead():
+    # numpy 1.x refuses bool with BufferError: dlbridge copies it through the
+    # buffer protocol, unless copy=False forbids it.
+    a = np.array([True, False, True])
+    with pytest.raises(BufferError) as info:
+        a.__dlpack__()
+    t = dlbridge.from_dlpack(a)
+    assert t.copied and t.dtype == "bool" and t.data_ptr != ptr(a)
+    with pytest.raises(BufferError, match="DLB_ERR_NOT_ZERO_COPY: .*ndarray.__dlpack__ raised BufferError: "):
+        dlbridge.from_dlpack(a, copy=False)
+    del info
 
 
 def test_numpy_cannot_import_bool():
@@ -142,7 +150,12 @@ def test_numpy_read_only_array_is_refused_by_numpy():
     a = np.arange(4.0)
     a.flags.writeable = False
     with pytest.raises(BufferError):
-        dlbridge.from_dlpack(a)
+        a.__dlpack__()
+    # dlbridge.from_dlpack cures the refusal with a copy of its own.
+    c = dlbridge.from_dlpack(a)
+    assert c.copied and c.data_ptr != ptr(a) and np.from_dlpack(c).tolist() == a.tolist()
+    with pytest.raises(BufferError, match="copy was forbidden"):
+        dlbridge.from_dlpack(a, copy=False)
     # Through the buffer protocol the read-only array can be wrapped; it is
     # read-only, so its legacy export is refused and the versioned one says so.
     t = dlbridge.from_buffer(a)

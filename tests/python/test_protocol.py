@@ -393,14 +393,18 @@ def test_only_cpythons_keyword_refusal_means_legacy():
         assert dlbridge._glue.is_legacy_producer(np.ndarray)
 
 
-def test_a_failing_legacy_call_marks_nothing():
+def test_a_failing_legacy_call_raises_its_own_error():
+    calls = []
+
     class Broken:
         def __dlpack__(self, stream=None):
+            calls.append(stream)
             raise TypeError("broken for good")
 
     with pytest.raises(TypeError, match="broken for good"):
         dlbridge.from_dlpack(Broken())
-    assert not dlbridge._glue.is_legacy_producer(Broken)
+    # Known as legacy from its signature, so asked only without keywords.
+    assert calls == [None] and dlbridge._glue.is_legacy_producer(Broken)
 
 
 def test_data_ptr_of_a_zero_size_tensor_is_its_address():

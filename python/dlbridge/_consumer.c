@@ -1,0 +1,408 @@
+/* dlbridge.from_dlpack, the consumer side (see _glue.h).
+ *
+ * The negotiation: a producer's DLPack C exchange table first (_exchange.c),
+ * else __dlpack__ asked for a versioned capsule (max_version, with
+ * dl_device, copy and stream when given), or asked without keywords when
+ * the producer speaks only the protocol before DLPack 1.0.
+ *
+ * Which protocol a producer type speaks is read from its __dlpack__'s
+ * signature where Python can read one (a function's code object, a
+ * builtin's __text_signature__); a builtin without either (numpy 1.x,
+ * pybind11 and nanobind bindings) is asked once with the 1.x keywords and,
+ * if that is refused with a TypeError while the call without keywords
+ * works, known as legacy from then on. No error text is read. The answer is
+ * remembered per type in the module state.
+ *
+ * The host-copy cure: a producer whose __dlpack__ refuses with BufferError
+ * (an array sharded over several devices, memory the producer cannot
+ * export) becomes a buffer of a small backend whose storage has no
+ * zero-copy access and whose copy_to_host asks the producer again for host
+ * memory: __dlpack__ with dl_device=(kDLCPU, 0) and copy=True, then the
+ * buffer protocol, then __array__(), then __array_interface__. Whether a
+ * copy may be made, and the refusal when copy=False forbids it, are the
+ * library's export planner's (dlb_buffer_resolve), the same rule that
+ * decides a dlbridge.Tensor's own exports. A producer saying it deleted
+ * the array (is_deleted()) raises dlbridge.Error with DLB_ERR_DELETED.
+ */
+#include "_glue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* ------------------------------------------------------------------------ */
+/* Which protocol a producer type speaks                                    */
+/* ------------------------------------------------------------------------ */
+
+enum { kModern = 0, kLegacy = 1, kUnknown = -1 };
+
+/* The remembered answer for `type`: kModern, kLegacy or kUnknown. */
+static int remembered(const dlbpy_state* state, PyObject* type) {
+  PyObject* known = PyDict_GetItem(state->protocol_of, type); /* borrowed, no exception */
+  if (known == NULL) return kUnknown;
+  return known == Py_True ? kLegacy : kModern;
+}
+
+/* 0, or -1 with an exception set. */
+static int remember(dlbpy_state* state, PyObject* type, int legacy) {
+  return PyDict_SetItem(state->protocol_of, type, legacy ? Py_True : Py_False);
+}
+
+PyObject* dlbpy_is_legacy_producer(PyObject* module, PyObject* type) {
+  return PyBool_FromLong(remembered((dlbpy_state*)PyModule_GetState(module), type) == kLegacy);
+}
+
+/* An attribute or NULL, without an exception either way. */
+static PyObject* maybe_attr(PyObject* obj, const char* name) {
+  PyObject* value = PyObject_GetAttrString(obj, name);
+  if (value == NULL) PyErr_Clear();
+  return value;
+}
+
+static long long int_attr(PyObject* obj, const char* name) {
+  PyObject* value = maybe_attr(obj, name);
+  long long n = value != NULL && PyLong_Check(value) ? PyLong_AsLongLong(value) : -1;
+  if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+  Py_XDECREF(value);
+  return n;
+}
+
+/* What a code object says: 1 when max_version can be passed by keyword
+ * (a parameter of that name, or **kwargs), 0 when not, kUnknown when the
+ * object is not readable as a code object. */
+static int code_takes_max_version(PyObject* code) {
+  const long long flags = int_attr(code, "co_flags");
+  const long long argc = int_attr(code, "co_argcount");
+  const long long posonly = int_attr(code, "co_posonlyargcount");
+  const long long kwonly = int_attr(code, "co_kwonlyargcount");
+  PyObject* names = maybe_attr(code, "co_varnames");
+  int answer = kUnknown;
+  if (flags >= 0 && argc >= 0 && posonly >= 0 && kwonly >= 0 && names != NULL && PyTuple_Check(names) &&
+      argc + kwonly <= PyTuple_Size(names)) {
+    answer = (flags & 0x08) != 0; /* CO_VARKEYWORDS */
+    for (long long i = posonly; !answer && i < argc + kwonly; ++i) {
+      PyObject* name = PyTuple_GetItem(names, (Py_ssize_t)i);
+      answer = name != NULL && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "max_version") == 0;
+    }
+  }
+  Py_XDECREF(names);
+  return answer;
+}
+
+/* Whether a __dlpack__ takes max_version, from its signature: 1, 0, or
+ * kUnknown when Python has no signature to read (a builtin without a text
+ * signature). */
+static int signature_takes_max_version(PyObject* method) {
+  PyObject* function = maybe_attr(method, "__func__"); /* a bound method's function */
+  PyObject* target = function != NULL ? function : method;
+  int answer = kUnknown;
+  PyObject* code = maybe_attr(target, "__code__");
+  if (code != NULL) {
+    answer = code_takes_max_version(code);
+    Py_DECREF(code);
+  }
+  if (answer == kUnknown) {
+    PyObject* text = maybe_attr(target, "__text_signature__");
+    if (text != NULL && PyUnicode_Check(text)) {
+      PyObject* key = PyUnicode_FromString("max_version");
+      PyObject* star = PyUnicode_FromString("**");
+      if (key != NULL && star != NULL) {
+        const int has_key = PyUnicode_Contains(text, key);
+        const int has_star = PyUnicode_Contains(text, star);
+        if (has_key >= 0 && has_star >= 0) answer = has_key == 1 || has_star == 1;
+      }
+      if (PyErr_Occurred()) PyErr_Clear();
+      Py_XDECREF(key);
+      Py_XDECREF(star);
+    }
+    Py_XDECREF(text);
+  }
+  Py_XDECREF(function);
+  return answer;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Calls                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* __dlpack__(max_version=..., [dl_device=...], [copy=...], [stream=...]). */
+static PyObject* call_modern(const dlbpy_state* state, PyObject* method, const long long* device,
+                             PyObject* copy, PyObject* stream) {
+  PyObject* kwargs = PyDict_New();
+  if (kwargs == NULL) return NULL;
+  int bad = PyDict_SetItemString(kwargs, "max_version", state->max_version);
+  if (!bad && device != NULL) {
+    PyObject* pair = Py_BuildValue("(LL)", device[0], device[1]);
+    bad = pair == NULL || PyDict_SetItemString(kwargs, "dl_device", pair) != 0;
+    Py_XDECREF(pair);
+  }
+  if (!bad && copy != NULL) bad = PyDict_SetItemString(kwargs, "copy", copy);
+  if (!bad && stream != NULL) bad = PyDict_SetItemString(kwargs, "stream", stream);
+  PyObject* empty = bad ? NULL : PyTuple_New(0);
+  PyObject* capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
+  Py_XDECREF(empty);
+  Py_DECREF(kwargs);
+  return capsule;
+}
+
+/* __dlpack__() or __dlpack__(stream=...). */
+static PyObject* call_legacy(PyObject* method, PyObject* stream) {
+  if (stream == NULL) return PyObject_CallObject(method, NULL);
+  PyObject* kwargs = Py_BuildValue("{sO}", "stream", stream);
+  PyObject* empty = kwargs != NULL ? PyTuple_New(0) : NULL;
+  PyObject* capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
+  Py_XDECREF(empty);
+  Py_XDECREF(kwargs);
+  return capsule;
+}
+
+/* `tensor` (consumed) as the consumer's device and copy policy ask: itself
+ * when it satisfies them, else what dlb_buffer_resolve gives (the export
+ * planner's decision for a producer that could not be asked). */
+static PyObject* resolve(dlbpy_state* state, PyObject* tensor, const long long* device, int policy) {
+  if (tensor == NULL || (device == NULL && policy == DLB_COPY_IF_NEEDED)) return tensor;
+  dlb_export_options options;
+  dlbpy_request_options(device, policy, &options);
+  dlb_buffer* buffer = ((dlbpy_tensor*)tensor)->buffer;
+  dlb_buffer* out = NULL;
+  const dlb_status s = dlb_buffer_resolve(buffer, &options, &out);
+  if (s != DLB_OK) {
+    Py_DECREF(tensor);
+    return dlbpy_raise_buffer_error(s);
+  }
+  dlb_buffer_release(out == buffer ? out : NULL);
+  if (out != buffer) {
+    Py_DECREF(tensor);
+    return dlbpy_tensor_new_in(state, out);
+  }
+  DLTensor t;
+  if (device == NULL || dlb_buffer_dltensor(buffer, &t) != DLB_OK ||
+      ((long long)t.device.device_type == device[0] && (long long)t.device.device_id == device[1])) {
+    return tensor;
+  }
+  /* Memory the asked device reads directly (managed memory for the CPU):
+   * the planner's zero-copy export to that device, taken back in, is the
+   * same memory described on the device asked for. */
+  DLManagedTensorVersioned* view = NULL;
+  dlb_status st = dlb_export_versioned(buffer, &options, &view);
+  Py_DECREF(tensor);
+  if (st != DLB_OK) return dlbpy_raise_buffer_error(st);
+  dlb_buffer* moved = NULL;
+  st = dlb_import_versioned(view, NULL, &moved);
+  if (st != DLB_OK) {
+    dlb_managed_free_versioned(view);
+    return dlbpy_raise_status(st);
+  }
+  return dlbpy_tensor_new_in(state, moved);
+}
+
+/* The consumer's stream of from_dlpack(obj, stream=...), checked against
+ * the device obj says its memory is on (obj.__dlpack_device__(), as the
+ * standard's consumers ask before __dlpack__) and the device asked for.
+ * The array API standard: only None where there are no streams (the
+ * library's device table says where), and for CUDA and ROCm a stream value
+ * of -1, 1, 2 or above; never 0 (ambiguous). 0 with *value set, or -1
+ * with TypeError / ValueError set. */
+static int consumer_stream(PyObject* obj, PyObject* stream, const long long* device,
+                           long long* value) {
+  if (!PyLong_Check(stream) || PyBool_Check(stream)) {
+    PyErr_Format(PyExc_TypeError, "stream must be an int or None, not %R", stream);
+    return -1;
+  }
+  *value = PyLong_AsLongLong(stream);
+  if (*value == -1 && PyErr_Occurred()) return -1;
+  if (*value == 0 || *value < -1) {
+    PyErr_Format(PyExc_ValueError,
+                 "stream %lld is not a consumer stream: the array API standard allows -1 (no "
+                 "synchronisation), 1 (legacy default stream), 2 (per-thread default stream) or "
+                 "a stream handle; 0 is ambiguous",
+                 *value);
+    return -1;
+  }
+  PyObject* where = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
+  if (where == NULL) return -1;
+  long long producer[2];
+  const int bad = dlbpy_int_pair(where, "__dlpack_device__()", "(device_type, device_id)", producer);
+  Py_DECREF(where);
+  if (bad) return -1;
+  const long long* targets[2] = {producer, device};
+  for (int i = 0; i < 2; ++i) {
+    const long long* d = targets[i];
+    if (d == NULL) continue;
+    dlb_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    const int known = d[0] >= INT32_MIN && d[0] <= INT32_MAX &&
+                      dlb_device_type_info((int32_t)d[0], &info) == DLB_OK;
+    if (!known || (info.flags & DLB_DEVICE_HAS_STREAMS) == 0) {
+      PyErr_Format(PyExc_ValueError,
+                   "stream=%lld given, but %s (%lld, %lld) has no streams: the array API standard "
+                   "allows only stream=None there",
+                   *value, i == 0 ? "the producer's memory is on" : "the requested device",
+                   d[0], d[1]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* from_dlpack                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The producer's answer to a call (a capsule, or NULL with its exception
+ * set) as from_dlpack's result. */
+static PyObject* take(dlbpy_state* state, PyObject* obj, PyObject* method, PyObject* capsule, int modern,
+                      int64_t stream, const long long* device, int policy) {
+  if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy);
+  PyObject* tensor = dlbpy_capsule_to_tensor(state, capsule, stream);
+  /* A 1.x producer was asked for the device and copy itself; the library
+   * decides them for a legacy one. */
+  return modern ? tensor : resolve(state, tensor, device, policy);
+}
+
+PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack() takes 1 positional argument (%zd given)", nargs);
+    return NULL;
+  }
+  PyObject* obj = args[0];
+  PyObject* producer = (PyObject*)Py_TYPE(obj);
+  if (kwnames == NULL) {
+    /* The fastest path: a producer publishing a DLPack C exchange table. */
+    int handled = 0;
+    PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, NULL, DLB_COPY_IF_NEEDED, &handled);
+    if (handled) return tensor;
+    /* The hot path: a producer known to speak only the legacy protocol. */
+    if (remembered(state, producer) == kLegacy) {
+      PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+      if (method == NULL) return NULL;
+      PyObject* result = take(state, obj, method, PyObject_CallObject(method, NULL), 0, 1, NULL, DLB_COPY_IF_NEEDED);
+      Py_DECREF(method);
+      return result;
+    }
+  }
+  static const char* const names[] = {"device", "copy", "stream"};
+  PyObject* v[3];
+  if (dlbpy_keyword_only("from_dlpack", args + 1, 0, kwnames, names, 3, v) != 0) return NULL;
+  /* keyword values sit after the positional one */
+  PyObject* device_arg = v[0] == Py_None ? NULL : v[0];
+  PyObject* copy = v[1] == Py_None ? NULL : v[1];
+  PyObject* stream = v[2] == Py_None ? NULL : v[2];
+  long long device_pair[2];
+  if (device_arg != NULL &&
+      dlbpy_int_pair(device_arg, "device", "(device_type, device_id)", device_pair) != 0) {
+    return NULL;
+  }
+  const long long* device = device_arg != NULL ? device_pair : NULL;
+  const int policy = dlbpy_copy_policy(copy);
+  if (policy < 0) return NULL;
+  if (kwnames != NULL && stream == NULL) {
+    /* (without keywords the table was tried above; with a stream the
+     * producer is asked through __dlpack__, which takes one) */
+    int handled = 0;
+    PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, device, policy, &handled);
+    if (handled) return tensor;
+  }
+
+  PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+  if (method == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
+    if (PyCapsule_CheckExact(obj)) { /* a capsule straight from a to_dlpack() */
+      if (stream != NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "stream= is for a producer's __dlpack__; a capsule is made already");
+        return NULL;
+      }
+      Py_INCREF(obj);
+      return resolve(state, dlbpy_capsule_to_tensor(state, obj, 1), device, policy);
+    }
+    PyErr_Format(PyExc_AttributeError,
+                 "%R does not implement the DLPack protocol (it has no __dlpack__)", producer);
+    return NULL;
+  }
+
+  PyObject* result = NULL;
+  long long stream_value = 1; /* none given: the producer assumes the legacy default stream */
+  if (stream != NULL && consumer_stream(obj, stream, device, &stream_value) != 0) goto done;
+  int protocol = remembered(state, producer);
+  if (protocol == kUnknown) {
+    const int takes = signature_takes_max_version(method);
+    if (takes != kUnknown) {
+      protocol = takes ? kModern : kLegacy;
+      if (remember(state, producer, protocol == kLegacy) != 0) goto done;
+    }
+  }
+  if (protocol == kLegacy) {
+    result = take(state, obj, method, call_legacy(method, stream), 0, stream_value, device, policy);
+    goto done;
+  }
+  PyObject* capsule = call_modern(state, method, device, copy, stream);
+  if (capsule != NULL || protocol == kModern || !PyErr_ExceptionMatches(PyExc_TypeError)) {
+    /* A modern producer's TypeError is its own. A builtin whose signature
+     * cannot be read is known as modern once it took the keywords. */
+    if (capsule != NULL && protocol == kUnknown && remember(state, producer, 0) != 0) {
+      Py_DECREF(capsule);
+      goto done;
+    }
+    result = take(state, obj, method, capsule, 1, stream_value, device, policy);
+    goto done;
+  }
+  /* A builtin without a readable signature refused the keywords with a
+   * TypeError: asked once without them. If that call takes place (it
+   * returns, or fails with anything but TypeError), the type speaks the
+   * legacy protocol; otherwise the first TypeError is the answer. */
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  capsule = call_legacy(method, stream);
+  if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    PyErr_Restore(type, value, trace);
+    goto done;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  if (remember(state, producer, 1) != 0) {
+    Py_XDECREF(capsule);
+    goto done;
+  }
+  result = take(state, obj, method, capsule, 0, stream_value, device, policy);
+done:
+  Py_DECREF(method);
+  return result;
+}
+
+const char dlbpy_from_dlpack_doc[] =
+    "from_dlpack(obj, /, *, device=None, copy=None, stream=None)\n--\n\n"
+    "A Tensor over what any DLPack producer (numpy, torch, JAX, dlbridge, ...) exports.\n\n"
+    "A producer type publishing the DLPack C exchange table (__dlpack_c_exchange_api__)\n"
+    "is read through it. Otherwise __dlpack__ is asked for a versioned capsule\n"
+    "(max_version=(1, 3), with dl_device and copy when given), or without keywords\n"
+    "when the producer speaks only the protocol before DLPack 1.0: read from the\n"
+    "signature of its __dlpack__ where Python has one, else learnt from one call\n"
+    "(the keywords refused with TypeError, the call without them taken), and\n"
+    "remembered for the type. Also takes a DLPack capsule itself. An object without\n"
+    "__dlpack__ raises AttributeError.\n"
+    "device: the (device_type, device_id) the result must be on; copy: True\n"
+    "always copies, False never copies (BufferError when a copy would be\n"
+    "needed), None copies only when needed.\n\n"
+    "A producer that refuses with BufferError (JAX for an array sharded over several\n"
+    "devices, any \"cannot export\") is, unless copy=False, asked for host memory\n"
+    "instead: __dlpack__(dl_device=(1, 0), copy=True), then the buffer protocol, then\n"
+    "__array__(), then __array_interface__; the result is a host copy whose\n"
+    ".copied is True. With copy=False that refusal raises BufferError\n"
+    "(DLB_ERR_NOT_ZERO_COPY) naming it. A producer whose is_deleted() says the array\n"
+    "was deleted or donated raises dlbridge.Error (DLB_ERR_DELETED) with its message.\n\n"
+    "stream (an extension of the standard's from_dlpack): the consumer's CUDA\n"
+    "stream, passed to the producer's __dlpack__; -1, 1, 2 or a stream handle.\n"
+    "ValueError for 0, or for any stream when the producer's memory or the\n"
+    "device asked for has no streams (the standard allows only None there).\n"
+    "CUDA memory comes in through dlbridge's CUDA backend, carrying that\n"
+    "stream (1, the legacy default stream, when none is given: the protocol's\n"
+    "producer then assumes it); without a usable CUDA driver it comes in as\n"
+    "plain memory, which can be exported again but not copied to the host.";

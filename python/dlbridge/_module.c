@@ -1,0 +1,385 @@
+/* dlbridge._glue: the module itself (see _glue.h for the other files).
+ *
+ * The extension is built against the CPython 3.10 limited API (one binary
+ * for CPython 3.10 and later) and linked against libdlbridge. This file
+ * holds the module's state and setup, the errors every file raises, the
+ * argument helpers of the protocol's calls, the small module functions
+ * (empty, live_exports, status_name, library_path, register, device_info)
+ * and the flag that tells callbacks on other threads that the interpreter
+ * is exiting.
+ *
+ * Facts about tensors (dtypes, devices, layouts, export rules) are the
+ * library's: the extension asks for them and turns statuses into
+ * exceptions.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include "_glue.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+
+/* ------------------------------------------------------------------------ */
+/* State                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static struct PyModuleDef glue_module;
+
+dlbpy_state* dlbpy_state_get(void) {
+  PyObject* module = PyState_FindModule(&glue_module); /* borrowed */
+  return module != NULL ? (dlbpy_state*)PyModule_GetState(module) : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+PyObject* dlbpy_raise_error(dlb_status status, const char* text) {
+  const dlbpy_state* state = dlbpy_state_get();
+  PyObject* type = state != NULL && state->error_type != NULL ? state->error_type : PyExc_RuntimeError;
+  PyObject* message = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+  if (message == NULL) return NULL;
+  PyObject* args = Py_BuildValue("(iN)", (int)status, message);
+  if (args == NULL) return NULL;
+  PyErr_SetObject(type, args);
+  Py_DECREF(args);
+  return NULL;
+}
+
+PyObject* dlbpy_raise_status(dlb_status status) {
+  return dlbpy_raise_error(status, dlb_last_error_message());
+}
+
+PyObject* dlbpy_raise_buffer_error(dlb_status status) {
+  PyObject* type = status == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : PyExc_BufferError;
+  PyErr_Format(type, "%s: %s", dlb_status_name(status), dlb_last_error_message());
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Interpreter exit                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Set by an atexit callback when the interpreter starts to exit, read by
+ * deleters on any thread without the GIL: a process-wide fact, so an atomic
+ * flag rather than module state (which is freed during the exit). Neither
+ * Py_IsFinalizing (3.13) nor _Py_IsFinalizing is in the limited API. */
+static atomic_int g_exiting;
+
+int dlbpy_interpreter_alive(void) {
+  return Py_IsInitialized() && !atomic_load_explicit(&g_exiting, memory_order_acquire);
+}
+
+static PyObject* glue_on_exit(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  atomic_store_explicit(&g_exiting, 1, memory_order_release);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef on_exit_def = {"_on_exit", glue_on_exit, METH_NOARGS, NULL};
+
+/* atexit.register(_on_exit): 0, or -1 with an exception set. */
+static int register_exit_flag(PyObject* module) {
+  PyObject* atexit = PyImport_ImportModule("atexit");
+  if (atexit == NULL) return -1;
+  PyObject* callback = PyCFunction_NewEx(&on_exit_def, module, NULL);
+  PyObject* r = callback != NULL ? PyObject_CallMethod(atexit, "register", "O", callback) : NULL;
+  Py_XDECREF(r);
+  Py_XDECREF(callback);
+  Py_DECREF(atexit);
+  return r != NULL ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Argument helpers                                                         */
+/* ------------------------------------------------------------------------ */
+
+int dlbpy_keyword_only(const char* function, PyObject* const* args, Py_ssize_t nargs,
+                       PyObject* kwnames, const char* const* names, int count, PyObject** values) {
+  for (int i = 0; i < count; ++i) values[i] = NULL;
+  if (nargs != 0) {
+    PyErr_Format(PyExc_TypeError, "%s() takes no positional arguments", function);
+    return -1;
+  }
+  if (kwnames == NULL) return 0;
+  const Py_ssize_t given = PyTuple_Size(kwnames);
+  for (Py_ssize_t k = 0; k < given; ++k) {
+    PyObject* key = PyTuple_GetItem(kwnames, k);
+    int found = 0;
+    for (int i = 0; i < count && !found; ++i) {
+      if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
+        values[i] = args[k];
+        found = 1;
+      }
+    }
+    if (!found) {
+      PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", function, key);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int dlbpy_int_pair(PyObject* value, const char* what, const char* form, long long out[2]) {
+  PyObject* tuple = PySequence_Check(value) ? PySequence_Tuple(value) : NULL;
+  if (tuple != NULL && PyTuple_Size(tuple) == 2) {
+    out[0] = PyLong_AsLongLong(PyTuple_GetItem(tuple, 0));
+    if (!PyErr_Occurred()) out[1] = PyLong_AsLongLong(PyTuple_GetItem(tuple, 1));
+    Py_DECREF(tuple);
+    if (!PyErr_Occurred()) return 0;
+  } else {
+    Py_XDECREF(tuple);
+  }
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError, "%s must be a %s tuple, not %R", what, form, value);
+  return -1;
+}
+
+int dlbpy_copy_policy(PyObject* copy) {
+  if (copy == NULL || copy == Py_None) return DLB_COPY_IF_NEEDED;
+  if (copy == Py_True) return DLB_COPY_ALWAYS;
+  if (copy == Py_False) return DLB_COPY_NEVER;
+  PyErr_Format(PyExc_TypeError, "copy must be True, False or None, not %R", copy);
+  return -1;
+}
+
+void dlbpy_request_options(const long long* device, int policy, dlb_export_options* options) {
+  dlb_export_options_init(options);
+  options->copy = policy;
+  if (device != NULL) {
+    options->has_target_device = 1;
+    const int32_t device_type = (int32_t)device[0];
+    memcpy(&options->target_device.device_type, &device_type, sizeof device_type);
+    options->target_device.device_id = (int32_t)device[1];
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module functions                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* empty(shape, dtype_name) -> a zero-filled compact host Tensor. */
+static PyObject* glue_empty(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "empty() takes a shape and a dtype name");
+    return NULL;
+  }
+  PyObject* shape = PySequence_Tuple(args[0]);
+  if (shape == NULL) return NULL;
+  const Py_ssize_t ndim = PyTuple_Size(shape);
+  if (ndim > DLB_MAX_NDIM) {
+    Py_DECREF(shape);
+    char text[80];
+    snprintf(text, sizeof text, "ndim %zd is more than %d", ndim, DLB_MAX_NDIM);
+    return dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, text);
+  }
+  int64_t dims[DLB_MAX_NDIM];
+  for (Py_ssize_t i = 0; i < ndim; ++i) {
+    dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+    if (dims[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(shape);
+      return NULL;
+    }
+  }
+  Py_DECREF(shape);
+  const char* name = PyUnicode_AsUTF8AndSize(args[1], NULL);
+  if (name == NULL) return NULL;
+  DLDataType dtype;
+  dlb_status s = dlb_dtype_from_name(name, &dtype);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  DLDevice cpu;
+  cpu.device_type = kDLCPU;
+  cpu.device_id = 0;
+  dlb_buffer* buffer = NULL;
+  s = dlb_buffer_alloc(cpu, dtype, (int32_t)ndim, dims, &buffer);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);
+}
+
+static PyObject* glue_live_exports(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromLongLong(dlb_live_exports());
+}
+
+static PyObject* glue_status_name(PyObject* module, PyObject* code) {
+  (void)module;
+  const long value = PyLong_AsLong(code);
+  if (value == -1 && PyErr_Occurred()) return NULL;
+  return PyUnicode_FromString(dlb_status_name((dlb_status)value));
+}
+
+/* The file libdlbridge was loaded from, as the dynamic linker found it. */
+static PyObject* glue_library_path(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  Dl_info info;
+  if (dladdr((void*)&dlb_version_string, &info) == 0 || info.dli_fname == NULL) {
+    PyErr_SetString(PyExc_OSError, "dladdr cannot name the file of libdlbridge");
+    return NULL;
+  }
+  return PyUnicode_DecodeFSDefault(info.dli_fname);
+}
+
+/* register(error_class): the exception class (dlbridge.Error, defined in
+ * Python) that library failures raise. */
+static PyObject* glue_register(PyObject* module, PyObject* arg) {
+  if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject*)arg, (PyTypeObject*)PyExc_Exception)) {
+    PyErr_SetString(PyExc_TypeError, "register(error_class): an Exception subclass");
+    return NULL;
+  }
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  PyObject* old_error = state->error_type;
+  Py_INCREF(arg);
+  state->error_type = arg;
+  Py_XDECREF(old_error);
+  Py_RETURN_NONE;
+}
+
+/* device_info(device_type) -> (device_type, name, host_readable, address,
+ * has_streams), the library's device table; dlbridge.Error
+ * (DLB_ERR_UNSUPPORTED_DEVICE) for a type DLPack does not define. */
+static PyObject* glue_device_info(PyObject* module, PyObject* arg) {
+  (void)module;
+  const long long value = PyLong_AsLongLong(arg);
+  if (value == -1 && PyErr_Occurred()) return NULL;
+  if (value < INT32_MIN || value > INT32_MAX) {
+    char text[80];
+    snprintf(text, sizeof text, "device type %lld is not an int32", value);
+    return dlbpy_raise_error(DLB_ERR_UNSUPPORTED_DEVICE, text);
+  }
+  dlb_device_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  const dlb_status s = dlb_device_type_info((int32_t)value, &info);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return Py_BuildValue("(isNNN)", (int)info.device_type, info.name,
+                       PyBool_FromLong((info.flags & DLB_DEVICE_HOST_READABLE) != 0),
+                       PyBool_FromLong((info.flags & DLB_DEVICE_ADDRESS) != 0),
+                       PyBool_FromLong((info.flags & DLB_DEVICE_HAS_STREAMS) != 0));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static PyMethodDef module_methods[] = {
+    {"register", glue_register, METH_O, "register(error_class)"},
+    {"empty", (PyCFunction)(void (*)(void))glue_empty, METH_FASTCALL,
+     "empty(shape, dtype_name) -> Tensor"},
+    {"from_buffer", dlbpy_from_buffer, METH_O, dlbpy_from_buffer_doc},
+    {"from_dlpack", (PyCFunction)(void (*)(void))dlbpy_from_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_from_dlpack_doc},
+    {"live_exports", glue_live_exports, METH_NOARGS,
+     "live_exports()\n--\n\n"
+     "Managed tensors exported by the library whose deleter has not yet run."},
+    {"status_name", glue_status_name, METH_O, "status_name(code) -> str"},
+    {"library_path", glue_library_path, METH_NOARGS, "library_path() -> str"},
+    {"device_info", glue_device_info, METH_O,
+     "device_info(device_type) -> (device_type, name, host_readable, address, has_streams)"},
+    {"is_legacy_producer", dlbpy_is_legacy_producer, METH_O,
+     "is_legacy_producer(type) -> bool: whether the type's __dlpack__ was found to speak\n"
+     "only the protocol before DLPack 1.0 (no max_version)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int glue_traverse(PyObject* module, visitproc visit, void* arg) {
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  if (state == NULL) return 0;
+  Py_VISIT(state->tensor_type);
+  Py_VISIT(state->exchange_base);
+  Py_VISIT(state->error_type);
+  Py_VISIT(state->protocol_of);
+  return dlbpy_exchange_cache_traverse(&state->cache, visit, arg);
+}
+
+static int glue_clear(PyObject* module) {
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  if (state == NULL) return 0;
+  Py_CLEAR(state->tensor_type);
+  Py_CLEAR(state->exchange_base);
+  Py_CLEAR(state->error_type);
+  Py_CLEAR(state->protocol_of);
+  Py_CLEAR(state->str_dlpack);
+  Py_CLEAR(state->max_version);
+  dlbpy_exchange_cache_clear(&state->cache);
+  return 0;
+}
+
+static void glue_free(void* module) { (void)glue_clear((PyObject*)module); }
+
+/* Single-phase initialisation (the state is found with PyState_FindModule
+ * by callbacks that get no module, such as the exchange table's). */
+static struct PyModuleDef glue_module = {
+    PyModuleDef_HEAD_INIT,
+    "dlbridge._glue",
+    "The C side of the dlbridge package.",
+    sizeof(dlbpy_state),
+    module_methods,
+    NULL,
+    glue_traverse,
+    glue_clear,
+    glue_free,
+};
+
+static PyType_Slot exchange_base_slots[] = {
+    {Py_tp_doc, (void*)"Holds dlbridge.Tensor's DLPack C exchange table (__dlpack_c_exchange_api__)."},
+    {0, NULL},
+};
+
+/* The base of dlbridge.Tensor that carries the exchange capsule in its
+ * dictionary, put there by ordinary attribute assignment while the type is
+ * made (dlbridge.Tensor itself is immutable, and the limited API has no way
+ * to fill an immutable type's dictionary). Not a base for anything else:
+ * it cannot be instantiated (no tp_new of its own is reachable from Python
+ * code that matters: dlbridge.Tensor's refuses). */
+static PyType_Spec exchange_base_spec = {
+    "dlbridge._glue._ExchangeTable",
+    0,
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    exchange_base_slots,
+};
+
+static PyObject* make_exchange_base(PyObject* module) {
+  PyObject* base = PyType_FromModuleAndSpec(module, &exchange_base_spec, NULL);
+  PyObject* table = base != NULL ? dlbpy_exchange_capsule() : NULL;
+  const int bad = table == NULL || PyObject_SetAttrString(base, "__dlpack_c_exchange_api__", table) != 0;
+  Py_XDECREF(table);
+  if (bad) {
+    Py_XDECREF(base);
+    return NULL;
+  }
+  return base;
+}
+
+PyMODINIT_FUNC PyInit__glue(void) {
+  PyObject* module = PyModule_Create(&glue_module);
+  if (module == NULL) return NULL;
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  memset(state, 0, sizeof *state);
+  state->exchange_base = make_exchange_base(module);
+  state->tensor_type = state->exchange_base != NULL ? dlbpy_tensor_type_new(module, state->exchange_base) : NULL;
+  state->protocol_of = PyDict_New();
+  state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
+  state->max_version = Py_BuildValue("(ii)", DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR);
+  const DLPackVersion written = dlb_dlpack_version();
+  if (state->tensor_type == NULL || state->protocol_of == NULL || state->str_dlpack == NULL ||
+      state->max_version == NULL || dlbpy_exchange_cache_init(&state->cache) != 0 ||
+      register_exit_flag(module) != 0 ||
+      PyModule_AddObject(module, "Tensor", (PyObject*)state->tensor_type) != 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
+  Py_INCREF(state->tensor_type); /* AddObject stole one */
+  if (PyModule_AddStringConstant(module, "version", dlb_version_string()) != 0 ||
+      PyModule_AddObject(module, "dlpack_version",
+                         Py_BuildValue("(II)", written.major, written.minor)) != 0) {
+    Py_DECREF(module);
+    return NULL;
+  }
+  return module;
+}
