@@ -198,7 +198,21 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
         /* an array the buffer protocol cannot describe: its own export */
         PyErr_Clear();
         PyObject* method = PyObject_GetAttrString(keep, "__dlpack__");
-        src = capsule_buffer(method != NULL ? PyObject_CallObject(method, NULL) : NULL);
+        PyObject* capsule = NULL;
+        if (method != NULL) {
+          /* versioned where the array takes it (read-only arrays need it),
+           * else the legacy call */
+          PyObject* kwargs = Py_BuildValue("{sO}", "max_version", state->max_version);
+          PyObject* empty = kwargs != NULL ? PyTuple_New(0) : NULL;
+          capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
+          Py_XDECREF(empty);
+          Py_XDECREF(kwargs);
+          if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            capsule = PyObject_CallObject(method, NULL);
+          }
+        }
+        src = capsule_buffer(capsule);
         Py_XDECREF(method);
       }
     } else {

@@ -35,7 +35,8 @@ typedef struct dlbpy_tensor {
  * is owned by the state and released by the module's m_clear. */
 typedef struct dlbpy_state {
   PyTypeObject* tensor_type;   /* dlbridge.Tensor */
-  PyObject* exchange_base;     /* the base class holding __dlpack_c_exchange_api__ */
+  PyObject* exchange_base;     /* CPython 3.10, 3.11: the base class holding the table */
+  PyObject* exchange_capsule;  /* the table's capsule */
   PyObject* error_type;        /* dlbridge.Error, set by register(); NULL before */
   PyObject* protocol_of;       /* dict: producer type -> True (legacy) / False (1.x) */
   PyObject* str_dlpack;        /* "__dlpack__" */
@@ -84,9 +85,11 @@ void dlbpy_request_options(const long long* device, int policy, dlb_export_optio
 
 /* ---- tensors (_tensor.c) ---------------------------------------------- */
 
-/* The type made from the spec; NULL with an exception set. `base` holds
- * the exchange table attribute. */
-PyTypeObject* dlbpy_tensor_type_new(PyObject* module, PyObject* base);
+/* dlbridge.Tensor's spec: with instance_exchange, instances read
+ * __dlpack_c_exchange_api__ through a getter of their own (the class
+ * attribute then comes from the metaclass, dlbpy_tensor_meta_spec). */
+PyType_Spec* dlbpy_tensor_spec(int instance_exchange);
+extern PyType_Spec dlbpy_tensor_meta_spec;
 
 /* The buffer of a tensor, borrowed (valid while `obj` lives); NULL with
  * TypeError set when `obj` is not a dlbridge.Tensor. */

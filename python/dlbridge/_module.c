@@ -291,6 +291,7 @@ static int glue_traverse(PyObject* module, visitproc visit, void* arg) {
   if (state == NULL) return 0;
   Py_VISIT(state->tensor_type);
   Py_VISIT(state->exchange_base);
+  Py_VISIT(state->exchange_capsule);
   Py_VISIT(state->error_type);
   Py_VISIT(state->protocol_of);
   return dlbpy_exchange_cache_traverse(&state->cache, visit, arg);
@@ -301,6 +302,7 @@ static int glue_clear(PyObject* module) {
   if (state == NULL) return 0;
   Py_CLEAR(state->tensor_type);
   Py_CLEAR(state->exchange_base);
+  Py_CLEAR(state->exchange_capsule);
   Py_CLEAR(state->error_type);
   Py_CLEAR(state->protocol_of);
   Py_CLEAR(state->str_dlpack);
@@ -330,12 +332,6 @@ static PyType_Slot exchange_base_slots[] = {
     {0, NULL},
 };
 
-/* The base of dlbridge.Tensor that carries the exchange capsule in its
- * dictionary, put there by ordinary attribute assignment while the type is
- * made (dlbridge.Tensor itself is immutable, and the limited API has no way
- * to fill an immutable type's dictionary). Not a base for anything else:
- * it cannot be instantiated (no tp_new of its own is reachable from Python
- * code that matters: dlbridge.Tensor's refuses). */
 static PyType_Spec exchange_base_spec = {
     "dlbridge._glue._ExchangeTable",
     0,
@@ -344,16 +340,40 @@ static PyType_Spec exchange_base_spec = {
     exchange_base_slots,
 };
 
-static PyObject* make_exchange_base(PyObject* module) {
-  PyObject* base = PyType_FromModuleAndSpec(module, &exchange_base_spec, NULL);
-  PyObject* table = base != NULL ? dlbpy_exchange_capsule() : NULL;
-  const int bad = table == NULL || PyObject_SetAttrString(base, "__dlpack_c_exchange_api__", table) != 0;
-  Py_XDECREF(table);
-  if (bad) {
-    Py_XDECREF(base);
+typedef PyObject* (*from_metaclass_fn)(PyTypeObject*, PyObject*, PyType_Spec*, PyObject*);
+
+/* dlbridge.Tensor, immutable, with __dlpack_c_exchange_api__ readable on the
+ * class (where the protocol looks: type(x).__dlpack_c_exchange_api__) and on
+ * instances, without writing into an immutable type's dictionary:
+ *
+ * - CPython 3.12 and later: the class attribute is a getter of the
+ *   metaclass dlbridge._glue.TensorType (immutable too), through
+ *   PyType_FromMetaclass, a function of the stable ABI since 3.12 that the
+ *   3.10 headers do not declare: it is found in the running interpreter by
+ *   its public name. Instances have a getter of their own.
+ * - CPython 3.10 and 3.11: the capsule sits in the dictionary of a plain
+ *   base class, dlbridge._glue._ExchangeTable, put there by ordinary
+ *   attribute assignment (3.12 deprecates immutable types with mutable
+ *   bases, which is why newer versions take the first route).
+ *
+ * NULL with an exception set. */
+static PyTypeObject* make_tensor_type(PyObject* module, dlbpy_state* state) {
+  from_metaclass_fn from_metaclass = NULL;
+  void* symbol = dlsym(RTLD_DEFAULT, "PyType_FromMetaclass");
+  memcpy(&from_metaclass, &symbol, sizeof symbol); /* POSIX: object and function pointers convert */
+  if (from_metaclass != NULL) {
+    PyObject* meta = PyType_FromModuleAndSpec(module, &dlbpy_tensor_meta_spec, (PyObject*)&PyType_Type);
+    if (meta == NULL) return NULL;
+    PyObject* type = from_metaclass((PyTypeObject*)meta, module, dlbpy_tensor_spec(1), NULL);
+    Py_DECREF(meta); /* the type holds its metaclass */
+    return (PyTypeObject*)type;
+  }
+  state->exchange_base = PyType_FromModuleAndSpec(module, &exchange_base_spec, NULL);
+  if (state->exchange_base == NULL ||
+      PyObject_SetAttrString(state->exchange_base, "__dlpack_c_exchange_api__", state->exchange_capsule) != 0) {
     return NULL;
   }
-  return base;
+  return (PyTypeObject*)PyType_FromModuleAndSpec(module, dlbpy_tensor_spec(0), state->exchange_base);
 }
 
 PyMODINIT_FUNC PyInit__glue(void) {
@@ -361,8 +381,8 @@ PyMODINIT_FUNC PyInit__glue(void) {
   if (module == NULL) return NULL;
   dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
   memset(state, 0, sizeof *state);
-  state->exchange_base = make_exchange_base(module);
-  state->tensor_type = state->exchange_base != NULL ? dlbpy_tensor_type_new(module, state->exchange_base) : NULL;
+  state->exchange_capsule = dlbpy_exchange_capsule();
+  state->tensor_type = state->exchange_capsule != NULL ? make_tensor_type(module, state) : NULL;
   state->protocol_of = PyDict_New();
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->max_version = Py_BuildValue("(ii)", DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR);

@@ -6,8 +6,8 @@
  * protocol's argument rules. The type is immutable and its instances are
  * not tracked by the garbage collector (they reference no Python object that
  * could lead back to them), so that making and dropping one costs a small
- * allocation. Its DLPack C exchange table is inherited from a base class
- * (_module.c, make_exchange_base).
+ * allocation. How its DLPack C exchange table is published depends on the
+ * CPython version (_module.c, make_tensor_type).
  */
 #include "_glue.h"
 
@@ -342,7 +342,25 @@ static PyMethodDef tensor_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The exchange capsule, for the getters below. */
+static PyObject* get_exchange(PyObject* self, void* closure) {
+  (void)self;
+  (void)closure;
+  const dlbpy_state* state = dlbpy_state_get();
+  if (state == NULL || state->exchange_capsule == NULL) {
+    PyErr_SetString(PyExc_AttributeError, "__dlpack_c_exchange_api__");
+    return NULL;
+  }
+  Py_INCREF(state->exchange_capsule);
+  return state->exchange_capsule;
+}
+
+static const char exchange_doc[] = "The DLPack C exchange table (a PyCapsule named \"dlpack_exchange_api\").";
+
+/* Entry 0 serves instances when the class attribute comes from the
+ * metaclass (dlbpy_tensor_spec); without one it is left out. */
 static PyGetSetDef tensor_getset[] = {
+    {"__dlpack_c_exchange_api__", get_exchange, NULL, exchange_doc, NULL},
     {"_m", tensor_get_meta, NULL, "metadata tuple (cached)", NULL},
     {"shape", tensor_get_item, NULL, "Extents, a tuple of ints.", (void*)0},
     {"strides", tensor_get_item, NULL, "Strides in elements (not bytes), a tuple of ints.", (void*)1},
@@ -426,6 +444,27 @@ static PyType_Spec tensor_spec = {
     tensor_slots,
 };
 
-PyTypeObject* dlbpy_tensor_type_new(PyObject* module, PyObject* base) {
-  return (PyTypeObject*)PyType_FromModuleAndSpec(module, &tensor_spec, base);
+PyType_Spec* dlbpy_tensor_spec(int instance_exchange) {
+  for (PyType_Slot* slot = tensor_slots; slot->slot != 0; ++slot) {
+    if (slot->slot == Py_tp_getset) slot->pfunc = instance_exchange ? tensor_getset : tensor_getset + 1;
+  }
+  return &tensor_spec;
 }
+
+static PyGetSetDef meta_getset[] = {
+    {"__dlpack_c_exchange_api__", get_exchange, NULL, exchange_doc, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot meta_slots[] = {
+    {Py_tp_getset, meta_getset},
+    {0, NULL},
+};
+
+PyType_Spec dlbpy_tensor_meta_spec = {
+    "dlbridge._glue.TensorType",
+    0,
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    meta_slots,
+};

@@ -148,8 +148,14 @@ def dlbridge_table():
 
 
 def test_the_table_is_a_class_attribute_with_version_and_no_chain():
-    cap = dlbridge.Tensor.__dict__["__dlpack_c_exchange_api__"]
+    # On the class (inherited from a base on CPython 3.10 and 3.11, from the
+    # metaclass on 3.12 and later: never written into the immutable type's
+    # own dictionary), the same capsule on every look, and on instances.
+    cap = dlbridge.Tensor.__dlpack_c_exchange_api__
+    assert "__dlpack_c_exchange_api__" not in dlbridge.Tensor.__dict__
     assert xtable.capsule_name(cap) == "dlpack_exchange_api"
+    assert dlbridge.Tensor.__dlpack_c_exchange_api__ is cap
+    assert dlbridge.empty((1,), "int8").__dlpack_c_exchange_api__ is cap
     api = dlbridge_table()
     assert api.header.version.major == 1 and api.header.version.minor >= 3
     assert not api.header.prev_api
