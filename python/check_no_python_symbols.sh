@@ -1,7 +1,7 @@
 #!/bin/sh
 # libdlbridge has no Python in it: no dlb_py_* function, and no CPython
 # symbol defined or needed (the Python binding's C side is the package's
-# own extension module, python/dlbridge/_glue.c).
+# own extension module, dlbridge._glue in python/dlbridge/*.c).
 set -eu
 lib="$1"
 bad=$(nm -D "$lib" | awk '{ print $NF }' | grep -E '^(_?Py|dlb_py_)' || true)

@@ -206,3 +206,40 @@ def test_from_dlpack_of_a_tensor_goes_through_its_exchange_table():
         assert dlbridge.live_exports() == start + 1
         del u
     assert dlbridge.live_exports() == start
+
+
+def test_import_dlbridge_loads_neither_the_checker_nor_ctypes():
+    code = ("import sys, dlbridge\n"
+            "assert 'dlbridge.check' not in sys.modules, 'checker'\n"
+            "assert 'ctypes' not in sys.modules, 'ctypes'\n"
+            "assert callable(dlbridge.check) and 'dlbridge.check' in sys.modules\n"
+            "print('ok')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_exchange_table_is_on_the_class_without_a_write_into_its_dict():
+    cap = dlbridge.Tensor.__dlpack_c_exchange_api__
+    # the type's own dictionary holds at most the instances' getter
+    assert dlbridge.Tensor.__dict__.get("__dlpack_c_exchange_api__") is not cap
+    assert dlbridge.from_buffer(bytearray(4)).__dlpack_c_exchange_api__ is cap
+    if sys.version_info >= (3, 12):
+        # from the metaclass, immutable as well
+        meta = type(dlbridge.Tensor)
+        assert meta.__name__ == "TensorType" and issubclass(meta, type)
+        with pytest.raises(TypeError, match="immutable"):
+            meta.__dlpack_c_exchange_api__ = None
+    else:
+        # from a plain base class; with the table taken away from_dlpack still works
+        # (through __dlpack__), and with it back again
+        base = dlbridge.Tensor.__mro__[1]
+        assert base.__dict__["__dlpack_c_exchange_api__"] is cap
+        t = dlbridge.from_buffer(bytearray(4))
+        try:
+            base.__dlpack_c_exchange_api__ = None  # no table: __dlpack__ is used
+            assert dlbridge.from_dlpack(t).data_ptr == t.data_ptr
+        finally:
+            base.__dlpack_c_exchange_api__ = cap
+        assert dlbridge.from_dlpack(t).data_ptr == t.data_ptr
