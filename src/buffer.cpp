@@ -65,6 +65,14 @@ void finalize_legacy(dlb_buffer* b) noexcept {
   if (b->owner.legacy->deleter != nullptr) b->owner.legacy->deleter(b->owner.legacy);
 }
 
+// The parent's zero-copy access (taken when its storage has one) and its
+// reference go with the relabelled view's last reference.
+void finalize_relabelled(dlb_buffer* b) noexcept {
+  dlb_buffer* parent = b->owner.relabelled.parent;
+  if (parent->ops->release != nullptr) parent->ops->release(parent, b->owner.relabelled.ref);
+  buffer_release(parent);
+}
+
 }  // namespace
 
 const StorageOps kOwnedStorage = {"owned", true, nullptr, nullptr, nullptr, nullptr, host_copy_to_host, finalize_owned};
@@ -74,6 +82,9 @@ const StorageOps kImportedVersionedStorage = {"imported", false, nullptr, nullpt
                                               host_copy_to_host, finalize_versioned};
 const StorageOps kImportedLegacyStorage = {"imported", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
                                            finalize_legacy};
+
+const StorageOps kRelabelledStorage = {"relabelled", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
+                                       finalize_relabelled};
 
 dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const StorageOps& ops, std::uint64_t flags,
                           const StorageState& state) noexcept {

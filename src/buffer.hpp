@@ -35,6 +35,10 @@ union StorageState {
     Backend* backend;
     void* storage;
   } store;                               // dlb_buffer_from_backend
+  struct {
+    dlb_buffer* parent;                  // holds a reference
+    void* ref;                           // the parent's zero-copy access, if its storage takes one
+  } relabelled;                          // dlb_buffer_resolve: host-readable memory on {kDLCPU, 0}
 };
 
 // The storage interface. Every buffer reaches its memory through one of
@@ -76,6 +80,7 @@ extern const StorageOps kWrappedStorage;            // dlb_buffer_wrap: release(
 extern const StorageOps kImportedVersionedStorage;  // the producer's deleter at the end
 extern const StorageOps kImportedLegacyStorage;
 extern const StorageOps kBackendStorage;            // a storage on a dlb_backend
+extern const StorageOps kRelabelledStorage;         // another buffer's host-readable memory, on the CPU
 
 // What an export with given options does, decided before anything is
 // allocated (the export planner's result; see export.cpp). One word, so

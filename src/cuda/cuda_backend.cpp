@@ -184,14 +184,9 @@ std::int32_t cb_wait_ready(void* ctx, void* storage, std::int64_t consumer) noex
   const auto* be = static_cast<const CudaBackend*>(ctx);
   const auto* s = static_cast<const CudaStorage*>(storage);
   const std::int64_t writer = s->stream.load(std::memory_order_acquire);
+  // The consumer's stream passed the protocol's rule in the export planner
+  // (streams.hpp): -1, DLB_STREAM_NONE, 1, 2 or a handle.
   if (consumer == -1 || writer == -1) return 0;
-  if (consumer < -1) {
-    char text[160];
-    std::snprintf(text, sizeof text, "stream %" PRId64 " is not a CUDA stream value (-1, 1, 2 or a CUstream)",
-                  consumer);
-    set_backend_text(text);
-    return 1;
-  }
   const Driver& d = driver();
   ContextScope scope(be->context);
   if (scope.result() != kSuccess) return callback_error("cuCtxPushCurrent_v2", scope.result());
@@ -664,6 +659,16 @@ dlb_status default_backend(std::int32_t device_id, dlb_backend** out) {
 }
 
 }  // namespace
+
+dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t stream, bool versioned, void* managed,
+                        dlb_buffer** out) noexcept {
+  // Called from inside the import, behind its entry point's firewall, but
+  // from a noexcept function: its own firewall keeps allocation failures a
+  // status.
+  return firewall("the CUDA backend's import", [&] {
+    return import_common(nullptr, t, flags, stream, versioned ? release_versioned : release_legacy, managed, out);
+  });
+}
 
 dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
                               dlb_buffer** out) {
