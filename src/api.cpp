@@ -374,7 +374,8 @@ DLB_API void dlb_backend_release(dlb_backend* backend) {
 
 DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage, const DLTensor* layout,
                                            uint64_t flags, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::buffer_from_backend(backend, storage, layout, flags, out); });
+  return firewall(__func__, [&] { return dlb::buffer_from_backend(backend, storage, layout, flags, dlb::StorageKind::backend, out);
+  });
 }
 
 DLB_API void dlb_backend_set_error(const char* message) {

@@ -74,7 +74,7 @@ void give_back_block(ExportBlock* b) noexcept {
 // Undoes everything an export holds. Runs exactly once per export, from
 // its deleter (or from a failed export before it was handed out).
 void finish(ExportBlock* b) noexcept {
-  if (b->has_access) b->buffer->ops->release(b->buffer, b->access_ref);
+  if (b->has_access) b->buffer->ops->release_access(b->buffer, b->access_ref);
   if (b->buffer != nullptr) buffer_release(b->buffer);
   if (b->copy != nullptr) mem_free_aligned(b->copy);
   give_back_block(b);
@@ -234,7 +234,7 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   if (copy) bits |= Plan::kCopy;
   if (to_cpu) bits |= Plan::kToCpu;
   if (!copy && ops.wait_ready != nullptr) bits |= Plan::kWait;
-  if (!copy && ops.acquire != nullptr) bits |= Plan::kAccess;
+  if (!copy && ops.acquire_access != nullptr) bits |= Plan::kAccess;
   // Devices whose data is an address get byte_offset folded into data
   // (consumers such as torch ignore byte_offset); opaque handles keep it.
   if (!copy && device_data_is_address(dev_type)) bits |= Plan::kFoldOffset;
@@ -357,7 +357,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     void* data = b->tensor.data;
     if (plan.wait() || plan.access()) {
       dlb_status s = plan.wait() ? b->ops->wait_ready(b, stream) : DLB_OK;
-      if (s == DLB_OK && plan.access()) s = b->ops->acquire(b, &data, &blk->access_ref);
+      if (s == DLB_OK && plan.access()) s = b->ops->acquire_access(b, &data, &blk->access_ref);
       if (s != DLB_OK) {
         give_back_block(blk);
         return s;
@@ -428,7 +428,7 @@ dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, 
   void* data = b->tensor.data;
   void* ref = nullptr;
   if (plan.wait()) DLB_TRY(b->ops->wait_ready(b, stream));
-  if (plan.access()) DLB_TRY(b->ops->acquire(b, &data, &ref));
+  if (plan.access()) DLB_TRY(b->ops->acquire_access(b, &data, &ref));
   DLTensor view = b->tensor;
   view.data = data;
   view.device = DLDevice{kDLCPU, 0};
@@ -441,7 +441,7 @@ dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, 
   const std::uint64_t flags = (plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
   dlb_buffer* r = buffer_create(view, info, kRelabelledStorage, flags, state);
   if (r == nullptr) {
-    if (plan.access()) b->ops->release(b, ref);
+    if (plan.access()) b->ops->release_access(b, ref);
     return DLB_ERR_OUT_OF_MEMORY;
   }
   buffer_retain(b);

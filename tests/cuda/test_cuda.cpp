@@ -1,7 +1,9 @@
 // The CUDA backend against a driver: the fake driver of tests/cuda (host
 // memory, one worker thread per stream) or, under scripts/gpu-check, the
 // real one. The test drives the same driver library as the backend (found
-// through DLB_TEST_CUDA_DRIVER, else libcuda.so.1) to make streams and to
+// through DLB_TEST_CUDA_DRIVER, else libcuda.so.1, and loaded before the
+// library needs a driver, so that the library's dlopen("libcuda.so.1")
+// finds the same object) to make streams and to
 // enqueue "kernel-like" delayed writes: a host function that sleeps, then an
 // async copy into device memory, both on a producer stream. A consumer that
 // reads without being ordered after that stream sees stale data.
@@ -93,6 +95,11 @@ TestDriver& drv() {
   }();
   return d;
 }
+
+// The driver is loaded before any test runs, so that the library's own
+// dlopen("libcuda.so.1") finds this object (the fake driver's SONAME is
+// libcuda.so.1; so is the toolkit stub's and a real driver's).
+const bool kDriverPreloaded = (drv(), true);
 
 #define DRV_OK(call) ASSERT_EQ((call), 0) << #call
 
@@ -344,6 +351,18 @@ TEST_F(CudaTest, AllocRefusals) {
   EXPECT_EQ(dlb_cuda_buffer_alloc(other, DLDevice{kDLCUDA, 0}, f32(), 2, shape, &b), DLB_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(MessageContains("not a CUDA backend"));
   dlb_backend_release(other);
+  EXPECT_EQ(b, nullptr);
+}
+
+TEST_F(CudaTest, UserStoragesAreNotMadeOnTheCudaBackend) {
+  // Its storages are the backend's own objects: dlb_buffer_from_backend
+  // refuses to put a caller's pointer among them.
+  int64_t shape[1] = {4};
+  DLTensor layout{nullptr, DLDevice{kDLCUDA, 0}, 1, f32(), shape, nullptr, 0};
+  int storage = 0;
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_from_backend(backend_, &storage, &layout, 0, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("backend 'cuda:0' is a built-in backend"));
   EXPECT_EQ(b, nullptr);
 }
 
@@ -1061,7 +1080,18 @@ TEST_F(CudaTest, Threads) {
 
 // ---- no driver, a stub driver, no CUDA support ----------------------------
 
-class NoDriver : public DlbTest {};
+class NoDriver : public DlbTest {
+ protected:
+  void SetUp() override {
+    DlbTest::SetUp();
+    // The library loads libcuda.so.1 by name: where a driver is installed,
+    // a process without one cannot be made by the environment.
+    if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(lib);
+      GTEST_SKIP() << "a CUDA driver (libcuda.so.1) is installed here";
+    }
+  }
+};
 
 TEST_F(NoDriver, EveryCudaCallSaysTheDriverWasNotFound) {
   dlb_backend* be = nullptr;
