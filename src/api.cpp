@@ -15,6 +15,7 @@
 #include "export.hpp"
 #include "import.hpp"
 #include "layout.hpp"
+#include "streams.hpp"
 
 // The DLPack layouts dlbridge relies on (x86-64 / LP64 values; every
 // 64-bit ABI DLPack runs on lays them out the same way).
@@ -326,11 +327,11 @@ DLB_API void dlb_import_options_init(dlb_import_options* options) {
 
 DLB_API dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
                                         dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, out); });
+  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, DLB_STREAM_NONE, out); });
 }
 
 DLB_API dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_options* options, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, out); });
+  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, DLB_STREAM_NONE, out); });
 }
 
 DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor) {
@@ -373,7 +374,8 @@ DLB_API void dlb_backend_release(dlb_backend* backend) {
 
 DLB_API dlb_status dlb_buffer_from_backend(dlb_backend* backend, void* storage, const DLTensor* layout,
                                            uint64_t flags, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::buffer_from_backend(backend, storage, layout, flags, out); });
+  return firewall(__func__, [&] { return dlb::buffer_from_backend(backend, storage, layout, flags, dlb::StorageKind::backend, out);
+  });
 }
 
 DLB_API void dlb_backend_set_error(const char* message) {
@@ -390,6 +392,20 @@ DLB_API dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64
 
 DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options, dlb_buffer** out) {
   return firewall(__func__, [&] { return dlb::buffer_resolve(buffer, options, out); });
+}
+
+DLB_API dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
+                                                  int64_t stream, dlb_buffer** out) {
+  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, stream, out); });
+}
+
+DLB_API dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dlb_import_options* options,
+                                               int64_t stream, dlb_buffer** out) {
+  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, stream, out); });
+}
+
+DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream) {
+  return firewall(__func__, [&] { return dlb::check_consumer_stream(device, stream); });
 }
 
 }  // extern "C"

@@ -39,8 +39,9 @@ dlb_status failure(const dlb_buffer* b, const char* callback, std::int32_t rc) n
                    static_cast<int>(rc), text[0] != '\0' ? ": " : "", text);
 }
 
-// The storage interface over a user's backend: each operation is the
-// matching callback of its vtable.
+// The storage table over a user's backend: each verb is the callback of
+// the same name in its vtable (shareable: acquire_access set, and
+// query_layout).
 dlb_status backend_shareable(const dlb_buffer* b, char* why, std::size_t why_size, bool* stable) noexcept {
   const Backend& be = backend_of(b);
   *stable = be.vt.query_layout == nullptr;
@@ -107,7 +108,7 @@ dlb_status backend_copy_to_host(dlb_buffer* b, void* dst, std::int64_t stream) n
                    be.name);
 }
 
-void backend_finalize(dlb_buffer* b) noexcept {
+void backend_free_storage(dlb_buffer* b) noexcept {
   Backend* be = b->owner.store.backend;
   if (be->vt.free_storage != nullptr) be->vt.free_storage(be->ctx, b->owner.store.storage);
   backend_release(be);
@@ -115,10 +116,11 @@ void backend_finalize(dlb_buffer* b) noexcept {
 
 }  // namespace
 
-const StorageOps kBackendStorage = {"backend",       false,
-                                    backend_shareable, backend_wait,
-                                    backend_acquire,   backend_release_access,
-                                    backend_copy_to_host, backend_finalize};
+const StorageOps kBackendStorage = {StorageKind::backend,  "backend",
+                                    false,                 backend_shareable,
+                                    backend_wait,          backend_acquire,
+                                    backend_release_access, backend_copy_to_host,
+                                    backend_free_storage};
 
 void backend_release(Backend* be) noexcept {
   if (be->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -127,6 +129,24 @@ void backend_release(Backend* be) noexcept {
     mem_free(be);
   }
 }
+
+namespace {
+
+dlb_status make_backend(const StorageOps& ops, const dlb_backend_vtable& vt, const char* name, void* ctx,
+                        dlb_backend** out) noexcept {
+  void* mem = mem_alloc(sizeof(Backend));
+  if (mem == nullptr) return set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory creating backend '%s'", name);
+  Backend* be = new (mem) Backend;
+  be->ops = &ops;
+  be->vt = vt;
+  be->vt.name = be->name;
+  be->ctx = ctx;
+  std::snprintf(be->name, sizeof be->name, "%s", name);
+  *out = reinterpret_cast<dlb_backend*>(be);
+  return DLB_OK;
+}
+
+}  // namespace
 
 dlb_status backend_create(const dlb_backend_vtable* vtable, void* ctx, dlb_backend** out) noexcept {
   if (vtable == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "vtable is NULL");
@@ -142,19 +162,20 @@ dlb_status backend_create(const dlb_backend_vtable* vtable, void* ctx, dlb_backe
   std::memcpy(&vt, vtable, vtable->struct_size < sizeof vt ? vtable->struct_size : sizeof vt);
   if (vt.acquire_access != nullptr && vt.release_access == nullptr)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "backend '%s' has acquire_access but no release_access", vtable->name);
-  void* mem = mem_alloc(sizeof(Backend));
-  if (mem == nullptr) return set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory creating backend '%s'", vtable->name);
-  Backend* be = new (mem) Backend;
-  be->vt = vt;
-  be->vt.name = be->name;
-  be->ctx = ctx;
-  std::snprintf(be->name, sizeof be->name, "%s", vtable->name);
-  *out = reinterpret_cast<dlb_backend*>(be);
-  return DLB_OK;
+  return make_backend(kBackendStorage, vt, vtable->name, ctx, out);
+}
+
+dlb_status backend_create_builtin(const StorageOps& ops, const char* name, void* ctx, void (*destroy)(void*),
+                                  dlb_backend** out) noexcept {
+  dlb_backend_vtable vt;
+  std::memset(&vt, 0, sizeof vt);
+  vt.struct_size = sizeof vt;
+  vt.destroy = destroy;
+  return make_backend(ops, vt, name, ctx, out);
 }
 
 dlb_status buffer_from_backend(dlb_backend* backend, void* storage, const DLTensor* layout, std::uint64_t flags,
-                               dlb_buffer** out) noexcept {
+                               StorageKind kind, dlb_buffer** out) noexcept {
   if (backend == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "backend is NULL");
   if (layout == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "layout is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -165,13 +186,18 @@ dlb_status buffer_from_backend(dlb_backend* backend, void* storage, const DLTens
   LayoutInfo info;
   DLB_TRY(check_layout(layout, Origin::argument, false, &info));
   Backend* be = reinterpret_cast<Backend*>(backend);
+  if (be->ops->kind != kind)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "backend '%s' is a built-in backend: its buffers are made by its own functions "
+                     "(dlb_cuda_buffer_alloc, dlb_cuda_buffer_wrap)",
+                     be->name);
   DLTensor view = *layout;
   view.data = nullptr;  // the storage is reached through the backend only
   StorageState state{};
   state.store.backend = be;
   state.store.storage = storage;
   be->refs.fetch_add(1, std::memory_order_relaxed);
-  dlb_buffer* b = buffer_create(view, info, kBackendStorage, flags | DLB_BUFFER_BACKEND, state);
+  dlb_buffer* b = buffer_create(view, info, *be->ops, flags | DLB_BUFFER_BACKEND, state);
   if (b == nullptr) {
     backend_release(be);
     return DLB_ERR_OUT_OF_MEMORY;

@@ -28,7 +28,7 @@ std::size_t header_size(std::int32_t ndim) noexcept {
 }
 
 void finalize(dlb_buffer* b) noexcept {
-  b->ops->finalize(b);
+  b->ops->free_storage(b);
   const bool pooled = b->pooled;
   const bool inline_data = b->ops->inline_data;  // the header came from mem_alloc_aligned/zeroed
   const std::size_t size = header_size(kPooledNdim);
@@ -47,33 +47,44 @@ dlb_status host_copy_to_host(dlb_buffer* b, void* dst, std::int64_t) noexcept {
                      "the buffer's memory is on %s:%d and was %s without a backend, so dlbridge cannot read it; "
                      "create it with dlb_buffer_from_backend and a copy_to_host callback",
                      device_type_name(device_type_of(b->tensor.device)), static_cast<int>(b->tensor.device.device_id),
-                     b->ops->kind);
+                     b->ops->name);
   return copy_host_view(b->tensor, b->contiguous, b->nbytes, buffer_origin(b), dst);
 }
 
-void finalize_owned(dlb_buffer*) noexcept {}
+void free_owned(dlb_buffer*) noexcept {}
 
-void finalize_wrapped(dlb_buffer* b) noexcept {
+void free_wrapped(dlb_buffer* b) noexcept {
   if (b->owner.wrap.release != nullptr) b->owner.wrap.release(b->owner.wrap.ctx);
 }
 
-void finalize_versioned(dlb_buffer* b) noexcept {
+void free_versioned(dlb_buffer* b) noexcept {
   if (b->owner.versioned->deleter != nullptr) b->owner.versioned->deleter(b->owner.versioned);
 }
 
-void finalize_legacy(dlb_buffer* b) noexcept {
+void free_legacy(dlb_buffer* b) noexcept {
   if (b->owner.legacy->deleter != nullptr) b->owner.legacy->deleter(b->owner.legacy);
+}
+
+// The parent's zero-copy access (taken when its storage has one) and its
+// reference go with the relabelled view's last reference.
+void free_relabelled(dlb_buffer* b) noexcept {
+  dlb_buffer* parent = b->owner.relabelled.parent;
+  if (parent->ops->release_access != nullptr) parent->ops->release_access(parent, b->owner.relabelled.ref);
+  buffer_release(parent);
 }
 
 }  // namespace
 
-const StorageOps kOwnedStorage = {"owned", true, nullptr, nullptr, nullptr, nullptr, host_copy_to_host, finalize_owned};
-const StorageOps kWrappedStorage = {"wrapped", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
-                                    finalize_wrapped};
-const StorageOps kImportedVersionedStorage = {"imported", false, nullptr, nullptr, nullptr, nullptr,
-                                              host_copy_to_host, finalize_versioned};
-const StorageOps kImportedLegacyStorage = {"imported", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
-                                           finalize_legacy};
+const StorageOps kOwnedStorage = {StorageKind::owned, "owned", true, nullptr, nullptr, nullptr, nullptr, host_copy_to_host, free_owned};
+const StorageOps kWrappedStorage = {StorageKind::wrapped, "wrapped", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
+                                    free_wrapped};
+const StorageOps kImportedVersionedStorage = {StorageKind::imported, "imported", false, nullptr, nullptr, nullptr, nullptr,
+                                              host_copy_to_host, free_versioned};
+const StorageOps kImportedLegacyStorage = {StorageKind::imported, "imported", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
+                                           free_legacy};
+
+const StorageOps kRelabelledStorage = {StorageKind::relabelled, "relabelled", false, nullptr, nullptr, nullptr, nullptr, host_copy_to_host,
+                                       free_relabelled};
 
 dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const StorageOps& ops, std::uint64_t flags,
                           const StorageState& state) noexcept {

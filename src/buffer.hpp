@@ -13,9 +13,16 @@
 
 namespace dlb {
 
+struct StorageOps;
+
+// A memory system buffers' storages live in: a user's callback table
+// (dlb_backend_create: `ops` is the table adapted, kBackendStorage) or a
+// built-in kind (the CUDA backend: `ops` is its own table, `vt` unused
+// but for `destroy`).
 struct Backend {
   std::atomic<std::int64_t> refs{1};
-  dlb_backend_vtable vt{};  // zero-filled beyond the caller's struct_size
+  const StorageOps* ops = nullptr;  // the storage table of its buffers
+  dlb_backend_vtable vt{};          // zero-filled beyond the caller's struct_size
   void* ctx = nullptr;
   char name[64] = {0};
 };
@@ -35,36 +42,48 @@ union StorageState {
     Backend* backend;
     void* storage;
   } store;                               // dlb_buffer_from_backend
+  struct {
+    dlb_buffer* parent;                  // holds a reference
+    void* ref;                           // the parent's zero-copy access, if its storage takes one
+  } relabelled;                          // dlb_buffer_resolve: host-readable memory on {kDLCPU, 0}
 };
 
-// The storage interface. Every buffer reaches its memory through one of
-// these tables; the exporter and the copy functions call the operations and
-// never ask which kind of storage they hold. The built-in kinds (owned host
-// memory, wrapped memory, imported tensors) and user backends are its
-// implementations. A NULL operation means "nothing to do" as said below.
+// The kinds of storage. Only where a kind must be known is it asked: the
+// CUDA entry points that read a buffer's stream, and dlb_buffer_from_backend,
+// which makes storages of user backends only.
+enum class StorageKind : std::uint8_t { owned, wrapped, imported, backend, cuda, relabelled };
+
+// The storage interface: one table of verbs per kind, the same verbs as the
+// public dlb_backend_vtable (acquire_access, release_access, copy_to_host,
+// wait_ready, free_storage), which kBackendStorage adapts onto it. Every
+// buffer reaches its memory through its table; the exporter, the planner
+// and the copy functions call the verbs and never ask which kind they hold.
+// A NULL verb means "nothing to do" as said below.
 struct StorageOps {
-  const char* kind;   // for messages ("owned", "wrapped", "backend", ...)
+  StorageKind kind;
+  const char* name;   // for messages ("owned", "wrapped", "backend", ...)
   bool inline_data;   // buffer_create allocates the data after the header
   // Can the elements be handed to a consumer as they are? DLB_OK, or the
   // status an export that may not copy refuses with (DLB_ERR_NOT_ZERO_COPY,
   // DLB_ERR_UNSUPPORTED_LAYOUT) and `why` filled unless it is NULL (the
-  // planner asks without words first). *stable says the answer
-  // never changes for this buffer, so the planner may cache its decision.
-  // NULL: always, and stable.
+  // planner asks without words first). *stable says the answer never
+  // changes for this buffer, so the planner may cache its decision. NULL:
+  // always, and stable. (A user backend answers it from acquire_access
+  // being set and query_layout.)
   dlb_status (*shareable)(const dlb_buffer* b, char* why, std::size_t why_size, bool* stable) noexcept;
   // Waits until the data may be used on the consumer's stream. NULL: the
   // data is always ready.
   dlb_status (*wait_ready)(dlb_buffer* b, std::int64_t stream) noexcept;
   // Zero-copy access: *data receives the address (or handle) to hand out
-  // and *ref what release() needs. NULL: the view's own data is valid for
-  // the buffer's whole life, nothing to take or give back.
-  dlb_status (*acquire)(dlb_buffer* b, void** data, void** ref) noexcept;
-  void (*release)(dlb_buffer* b, void* ref) noexcept;
+  // and *ref what release_access() needs. NULL: the view's own data is
+  // valid for the buffer's whole life, nothing to take or give back.
+  dlb_status (*acquire_access)(dlb_buffer* b, void** data, void** ref) noexcept;
+  void (*release_access)(dlb_buffer* b, void* ref) noexcept;
   // Copies the elements, compact row-major, into host memory `dst` of at
   // least nbytes bytes, waiting for the storage first.
   dlb_status (*copy_to_host)(dlb_buffer* b, void* dst, std::int64_t stream) noexcept;
   // The last reference went: gives the memory back to its owner.
-  void (*finalize)(dlb_buffer* b) noexcept;
+  void (*free_storage)(dlb_buffer* b) noexcept;
 };
 
 // buffer_create flag (never stored): owned data is left uninitialised
@@ -76,6 +95,7 @@ extern const StorageOps kWrappedStorage;            // dlb_buffer_wrap: release(
 extern const StorageOps kImportedVersionedStorage;  // the producer's deleter at the end
 extern const StorageOps kImportedLegacyStorage;
 extern const StorageOps kBackendStorage;            // a storage on a dlb_backend
+extern const StorageOps kRelabelledStorage;         // another buffer's host-readable memory, on the CPU
 
 // What an export with given options does, decided before anything is
 // allocated (the export planner's result; see export.cpp). One word, so

@@ -50,6 +50,7 @@ constexpr std::uint32_t K = DLB_DEVICE_KNOWN;
 constexpr std::uint32_t H = DLB_DEVICE_HOST_READABLE;
 constexpr std::uint32_t A = DLB_DEVICE_ADDRESS;
 constexpr std::uint32_t S = DLB_DEVICE_HAS_STREAMS;
+constexpr std::uint32_t C = DLB_DEVICE_CUDA_BACKEND;
 }  // namespace device_bits
 
 // The table itself, indexed by device type; a null name marks a code
@@ -58,8 +59,8 @@ constexpr std::uint32_t S = DLB_DEVICE_HAS_STREAMS;
 inline constexpr DeviceTypeInfo kDeviceTable[] = {
     {nullptr, 0},                                                                 // 0
     {"cpu", device_bits::K | device_bits::H | device_bits::A},                    // kDLCPU
-    {"cuda", device_bits::K | device_bits::A | device_bits::S},                   // kDLCUDA
-    {"cuda_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S},     // kDLCUDAHost (pinned)
+    {"cuda", device_bits::K | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDA
+    {"cuda_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDAHost
     {"opencl", device_bits::K},                                                   // kDLOpenCL: cl_mem handle
     {nullptr, 0},                                                                 // 5: unused
     {nullptr, 0},                                                                 // 6: unused
@@ -69,7 +70,7 @@ inline constexpr DeviceTypeInfo kDeviceTable[] = {
     {"rocm", device_bits::K | device_bits::A | device_bits::S},                   // kDLROCM
     {"rocm_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S},     // kDLROCMHost (pinned)
     {"ext_dev", device_bits::K | device_bits::A},                                 // kDLExtDev
-    {"cuda_managed", device_bits::K | device_bits::H | device_bits::A | device_bits::S},  // kDLCUDAManaged
+    {"cuda_managed", device_bits::K | device_bits::H | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDAManaged
     {"oneapi", device_bits::K | device_bits::A},                                  // kDLOneAPI (USM pointer)
     {"webgpu", device_bits::K},                                                   // kDLWebGPU: GPUBuffer handle
     {"hexagon", device_bits::K | device_bits::A},                                 // kDLHexagon
@@ -103,6 +104,10 @@ inline bool device_data_is_address(std::int32_t device_type) noexcept {
 // The Python protocol's stream applies.
 inline bool device_has_streams(std::int32_t device_type) noexcept {
   return (device_flags(device_type) & DLB_DEVICE_HAS_STREAMS) != 0;
+}
+// Memory the built-in CUDA backend takes in and allocates.
+inline bool device_for_cuda_backend(std::int32_t device_type) noexcept {
+  return (device_flags(device_type) & DLB_DEVICE_CUDA_BACKEND) != 0;
 }
 // Short lowercase name ("cpu", "cuda", ...; "unknown"), for messages.
 inline const char* device_type_name(std::int32_t device_type) noexcept {

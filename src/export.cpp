@@ -12,6 +12,7 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
+#include "streams.hpp"
 #include "thread_cache.hpp"
 
 
@@ -73,7 +74,7 @@ void give_back_block(ExportBlock* b) noexcept {
 // Undoes everything an export holds. Runs exactly once per export, from
 // its deleter (or from a failed export before it was handed out).
 void finish(ExportBlock* b) noexcept {
-  if (b->has_access) b->buffer->ops->release(b->buffer, b->access_ref);
+  if (b->has_access) b->buffer->ops->release_access(b->buffer, b->access_ref);
   if (b->buffer != nullptr) buffer_release(b->buffer);
   if (b->copy != nullptr) mem_free_aligned(b->copy);
   give_back_block(b);
@@ -204,24 +205,19 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   // The export's device: {kDLCPU, 0} for a copy or when the CPU was asked
   // for, else the buffer's own.
   const bool to_cpu = copy || want_cpu;
-  // The stream rules of the Python protocol. Absent (stream=None): nothing
-  // to check. Given: refused for host memory, unless the storage waits on
-  // streams itself (a backend's wait callback gets it whatever its
-  // device); on devices with streams 0 is ambiguous and refused, -1 means
-  // "do not synchronise", 1 and 2 the default streams, anything larger a
-  // stream handle.
+  // The stream rule of the Python protocol (streams.hpp), on the export's
+  // device. Absent (stream=None): nothing to check. A storage that waits on
+  // streams itself (a backend's wait callback) gets a given stream whatever
+  // its device, so "no streams" does not apply to it.
   const bool stream_given = opt.stream != DLB_STREAM_NONE || (opt.flags & DLB_EXPORT_STREAM_GIVEN) != 0;
   if (stream_given) {
-    if ((to_cpu || dev_type == kDLCPU) && ops.wait_ready == nullptr)
-      DLB_REFUSE(report, DLB_ERR_INVALID_ARGUMENT,
-                 "stream %" PRId64 " was given for an export of host memory; streams apply to device memory only "
-                 "(pass no stream: stream=None in Python)",
-                 opt.stream);
-    if (device_has_streams(dev_type) && (opt.stream == 0 || opt.stream < -1))
-      DLB_REFUSE(report, DLB_ERR_INVALID_ARGUMENT,
-                 "stream %" PRId64 " is not allowed for %s memory (use 1 for the legacy default stream, 2 for the "
-                 "per-thread default stream, -1 for no synchronisation, or a stream handle)",
-                 opt.stream, device_type_name(dev_type));
+    const bool waits = ops.wait_ready != nullptr;
+    StreamFault fault = consumer_stream_fault(to_cpu && !waits ? std::int32_t{kDLCPU} : dev_type, opt.stream);
+    if (fault == StreamFault::no_streams && waits) fault = StreamFault::none;
+    if (fault != StreamFault::none) {
+      if (!report) return DLB_ERR_INVALID_ARGUMENT;
+      return stream_refusal(fault, to_cpu && !waits ? DLDevice{kDLCPU, 0} : dev, opt.stream);
+    }
   }
 
   // IS_COPIED only on an export that makes its copy itself: the consumer
@@ -238,7 +234,7 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   if (copy) bits |= Plan::kCopy;
   if (to_cpu) bits |= Plan::kToCpu;
   if (!copy && ops.wait_ready != nullptr) bits |= Plan::kWait;
-  if (!copy && ops.acquire != nullptr) bits |= Plan::kAccess;
+  if (!copy && ops.acquire_access != nullptr) bits |= Plan::kAccess;
   // Devices whose data is an address get byte_offset folded into data
   // (consumers such as torch ignore byte_offset); opaque handles keep it.
   if (!copy && device_data_is_address(dev_type)) bits |= Plan::kFoldOffset;
@@ -361,7 +357,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
     void* data = b->tensor.data;
     if (plan.wait() || plan.access()) {
       dlb_status s = plan.wait() ? b->ops->wait_ready(b, stream) : DLB_OK;
-      if (s == DLB_OK && plan.access()) s = b->ops->acquire(b, &data, &blk->access_ref);
+      if (s == DLB_OK && plan.access()) s = b->ops->acquire_access(b, &data, &blk->access_ref);
       if (s != DLB_OK) {
         give_back_block(blk);
         return s;
@@ -423,6 +419,38 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
 
 std::int64_t live_exports() noexcept { return live_total(); }
 
+namespace {
+
+// What a zero-copy export to the CPU hands out, as a buffer: the same
+// memory, strides and offset on {kDLCPU, 0}, after the storage's wait and
+// under its zero-copy access, both kept until the view goes.
+dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, dlb_buffer** out) noexcept {
+  void* data = b->tensor.data;
+  void* ref = nullptr;
+  if (plan.wait()) DLB_TRY(b->ops->wait_ready(b, stream));
+  if (plan.access()) DLB_TRY(b->ops->acquire_access(b, &data, &ref));
+  DLTensor view = b->tensor;
+  view.data = data;
+  view.device = DLDevice{kDLCPU, 0};
+  LayoutInfo info;
+  info.nbytes = b->nbytes;
+  info.contiguous = b->contiguous;
+  StorageState state{};
+  state.relabelled.parent = b;
+  state.relabelled.ref = ref;
+  const std::uint64_t flags = (plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
+  dlb_buffer* r = buffer_create(view, info, kRelabelledStorage, flags, state);
+  if (r == nullptr) {
+    if (plan.access()) b->ops->release_access(b, ref);
+    return DLB_ERR_OUT_OF_MEMORY;
+  }
+  buffer_retain(b);
+  *out = r;
+  return DLB_OK;
+}
+
+}  // namespace
+
 dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept {
   if (b == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -433,11 +461,12 @@ dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_
   Plan plan;
   bool stable = true;
   DLB_TRY(make_plan(b, opt, true, &plan, &stable));
-  if (!plan.copy()) {
+  if (!plan.copy() && (!plan.to_cpu() || same_device(b->tensor.device, DLDevice{kDLCPU, 0}))) {
     buffer_retain(b);
     *out = b;
     return DLB_OK;
   }
+  if (!plan.copy()) return relabel_to_cpu(b, plan, opt.stream, out);
   std::uint64_t flags = DLB_BUFFER_COPIED;
   if ((plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) flags |= DLB_BUFFER_READ_ONLY;
   return buffer_to_host(b, opt.stream, flags, out);

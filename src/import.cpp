@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "buffer.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
@@ -25,16 +26,19 @@ dlb_status read_options(const dlb_import_options* options, dlb_import_options* o
   if ((a & (a - 1)) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "options->require_alignment is %" PRIu64 " (must be 0 or a power of two)",
                      a);
-  if ((opt->flags & ~DLB_IMPORT_LEGACY_READ_ONLY) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->flags has unknown bits 0x%" PRIx64,
-                     opt->flags & ~DLB_IMPORT_LEGACY_READ_ONLY);
+  constexpr std::uint64_t known = DLB_IMPORT_LEGACY_READ_ONLY | DLB_IMPORT_CUDA_BACKEND;
+  if ((opt->flags & ~known) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "options->flags has unknown bits 0x%" PRIx64, opt->flags & ~known);
   return DLB_OK;
 }
 
-// Checks `t` and the caller's requirements, then makes the buffer. Owns
-// nothing on failure.
+// Checks `t` and the caller's requirements, then makes the buffer: through
+// the CUDA backend when the options route its memory there and the backend
+// takes it (`versioned` and `managed` say what it then owns), else over
+// `ops`. Owns nothing on failure.
 dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt,
-                         const StorageOps& ops, const StorageState& state, dlb_buffer** out) noexcept {
+                         std::int64_t stream, const StorageOps& ops, const StorageState& state, bool versioned,
+                         void* managed, dlb_buffer** out) noexcept {
   LayoutInfo info;
   DLB_TRY(check_layout(&t, Origin::incoming, true, &info));
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype))
@@ -53,6 +57,11 @@ dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_im
   const bool read_only = (dl_flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   if (opt.require_writable != 0 && read_only)
     return set_error(DLB_ERR_READ_ONLY, "tensor is flagged READ_ONLY and require_writable is set");
+  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0 && is_cuda_memory(t.device)) {
+    const dlb_status s =
+        cuda_take_in(t, read_only ? DLB_BUFFER_READ_ONLY : 0, stream, versioned, managed, out);
+    if (s != DLB_ERR_UNSUPPORTED_DEVICE) return s;  // taken, or a failure of the backend's own
+  }
   std::uint64_t flags = DLB_BUFFER_IMPORTED;
   if (read_only) flags |= DLB_BUFFER_READ_ONLY;
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) flags |= DLB_BUFFER_COPIED;
@@ -64,7 +73,8 @@ dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_im
 
 }  // namespace
 
-dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_options* options, dlb_buffer** out) noexcept {
+dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_options* options, std::int64_t stream,
+                            dlb_buffer** out) noexcept {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (m->version.major != 1)
@@ -77,12 +87,13 @@ dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_option
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.versioned = m;
-  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, kImportedVersionedStorage, state, &b));
+  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, stream, kImportedVersionedStorage, state, true, m, &b));
   *out = b;
   return DLB_OK;
 }
 
-dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, dlb_buffer** out) noexcept {
+dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, std::int64_t stream,
+                         dlb_buffer** out) noexcept {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   dlb_import_options opt;
@@ -91,7 +102,7 @@ dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, 
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.legacy = m;
-  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, kImportedLegacyStorage, state, &b));
+  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, stream, kImportedLegacyStorage, state, false, m, &b));
   *out = b;
   return DLB_OK;
 }

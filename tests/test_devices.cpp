@@ -31,12 +31,12 @@ TEST_F(Devices, TheTableMatchesDLPackForEveryCode) {
     uint32_t flags;
   };
   const uint32_t K = DLB_DEVICE_KNOWN, H = DLB_DEVICE_HOST_READABLE, A = DLB_DEVICE_ADDRESS,
-                 S = DLB_DEVICE_HAS_STREAMS;
+                 S = DLB_DEVICE_HAS_STREAMS, C = DLB_DEVICE_CUDA_BACKEND;
   const Expect known[] = {
-      {1, "cpu", K | H | A},        {2, "cuda", K | A | S},          {3, "cuda_host", K | H | A | S},
+      {1, "cpu", K | H | A},        {2, "cuda", K | A | S | C},      {3, "cuda_host", K | H | A | S | C},
       {4, "opencl", K},             {7, "vulkan", K},                {8, "metal", K},
       {9, "vpi", K | A},            {10, "rocm", K | A | S},         {11, "rocm_host", K | H | A | S},
-      {12, "ext_dev", K | A},       {13, "cuda_managed", K | H | A | S}, {14, "oneapi", K | A},
+      {12, "ext_dev", K | A},       {13, "cuda_managed", K | H | A | S | C}, {14, "oneapi", K | A},
       {15, "webgpu", K},            {16, "hexagon", K | A},          {17, "maia", K | A},
       {18, "trn", K | A},           {19, "tpu", K | A},              {20, "tpu_host", K | A},
   };
@@ -202,12 +202,174 @@ TEST_F(Devices, ResolveReturnsTheBufferItselfWhenItSatisfiesTheRequest) {
   dlb_buffer_release(r);
   dlb_export_options o = opts(DLB_COPY_NEVER);
   o.has_target_device = 1;
-  o.target_device = cpu();
+  o.target_device = DLDevice{kDLCUDAHost, 0};
   ASSERT_EQ(dlb_buffer_resolve(b, &o, &r), DLB_OK);
   EXPECT_EQ(r, b);
   dlb_buffer_release(r);
   EXPECT_EQ(dlb_buffer_refcount(b), 1);
+  dlb_buffer* host = wrap_on(kDLCPU, data, shape);
+  o.target_device = cpu();
+  ASSERT_EQ(dlb_buffer_resolve(host, &o, &r), DLB_OK);
+  EXPECT_EQ(r, host);
+  dlb_buffer_release(r);
+  dlb_buffer_release(host);
   dlb_buffer_release(b);
+}
+
+TEST_F(Devices, ResolveRelabelsHostReadableMemoryForTheCpu) {
+  // Pinned memory asked for on the CPU: the same memory, strides and offset
+  // on {kDLCPU, 0}, no copy, holding the source until the view goes.
+  std::vector<float> data = {1, 2, 3, 4, 5, 6, 7};
+  int64_t shape[2] = {2, 3};
+  int64_t strides[2] = {1, 2};
+  DLTensor view{data.data(), DLDevice{kDLCUDAHost, 0}, 2, f32(), shape, strides, 4};
+  ReleaseCounter rc;
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&view, DLB_BUFFER_READ_ONLY, ReleaseCounter::release, &rc, &b), DLB_OK);
+  const int64_t live = dlb_live_exports();
+  for (dlb_copy_policy policy : {DLB_COPY_IF_NEEDED, DLB_COPY_NEVER}) {
+    dlb_export_options o = opts(policy);
+    o.has_target_device = 1;
+    o.target_device = cpu();
+    dlb_buffer* r = nullptr;
+    ASSERT_EQ(dlb_buffer_resolve(b, &o, &r), DLB_OK) << last_message();
+    ASSERT_NE(r, b);
+    EXPECT_EQ(dlb_buffer_refcount(b), 2);
+    EXPECT_EQ(dlb_buffer_flags(r), DLB_BUFFER_READ_ONLY);  // not a copy, read-only as the export would be
+    EXPECT_EQ(dlb_live_exports(), live);                   // nothing exported on the way
+    DLTensor t;
+    ASSERT_EQ(dlb_buffer_dltensor(r, &t), DLB_OK);
+    EXPECT_EQ(t.device.device_type, kDLCPU);
+    EXPECT_EQ(t.device.device_id, 0);
+    EXPECT_EQ(t.data, data.data());
+    EXPECT_EQ(t.byte_offset, 4u);
+    EXPECT_EQ(t.strides[0], 1);
+    EXPECT_EQ(t.strides[1], 2);
+    dlb_buffer* h = nullptr;
+    ASSERT_EQ(dlb_buffer_to_host(r, &h), DLB_OK);
+    DLTensor ht;
+    ASSERT_EQ(dlb_buffer_dltensor(h, &ht), DLB_OK);
+    const float want[6] = {2, 4, 6, 3, 5, 7};
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(static_cast<float*>(ht.data)[i], want[i]) << i;
+    dlb_buffer_release(h);
+    // Its own exports are CPU exports: a stream is refused there.
+    dlb_export_options so = opts(DLB_COPY_IF_NEEDED);
+    so.stream = 1;
+    DLManagedTensorVersioned* m = nullptr;
+    EXPECT_EQ(dlb_export_versioned(r, &so, &m), DLB_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(dlb_export_versioned(r, nullptr, &m), DLB_OK);
+    EXPECT_EQ(m->dl_tensor.device.device_type, kDLCPU);
+    EXPECT_EQ(m->dl_tensor.data, reinterpret_cast<unsigned char*>(data.data()) + 4);
+    dlb_buffer_release(r);
+    EXPECT_EQ(dlb_buffer_refcount(b), 2);  // the export holds the view, the view holds b
+    m->deleter(m);
+    EXPECT_EQ(dlb_buffer_refcount(b), 1);
+  }
+  dlb_buffer_release(b);
+  EXPECT_EQ(rc.calls.load(), 1);
+}
+
+TEST_F(Devices, ConsumerStreamRule) {
+  struct Case {
+    DLDeviceType type;
+    int64_t stream;
+    dlb_status want;
+  };
+  const Case cases[] = {
+      {kDLCUDA, 1, DLB_OK},           {kDLCUDA, 2, DLB_OK},
+      {kDLCUDA, -1, DLB_OK},          {kDLCUDA, 0x7f001234, DLB_OK},
+      {kDLROCM, 1, DLB_OK},           {kDLCUDAManaged, 2, DLB_OK},
+      {kDLCUDAHost, -1, DLB_OK},      {kDLROCMHost, 3, DLB_OK},
+      {kDLCUDA, 0, DLB_ERR_INVALID_ARGUMENT},
+      {kDLCUDA, -2, DLB_ERR_INVALID_ARGUMENT},
+      {kDLROCM, std::numeric_limits<int64_t>::min(), DLB_ERR_INVALID_ARGUMENT},
+      {kDLCPU, 1, DLB_ERR_INVALID_ARGUMENT},
+      {kDLCPU, -1, DLB_ERR_INVALID_ARGUMENT},
+      {kDLCPU, 0, DLB_ERR_INVALID_ARGUMENT},
+      {kDLOpenCL, 1, DLB_ERR_INVALID_ARGUMENT},
+      {kDLVulkan, 2, DLB_ERR_INVALID_ARGUMENT},
+      {static_cast<DLDeviceType>(5), 1, DLB_ERR_UNSUPPORTED_DEVICE},
+      {static_cast<DLDeviceType>(999), 1, DLB_ERR_UNSUPPORTED_DEVICE},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.type) + " stream " + std::to_string(c.stream));
+    EXPECT_EQ(dlb_check_consumer_stream(DLDevice{c.type, 3}, c.stream), c.want);
+  }
+  EXPECT_EQ(dlb_check_consumer_stream(cpu(), 7), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("stream 7 was given for cpu:0 memory, which has no streams"));
+  EXPECT_EQ(dlb_check_consumer_stream(DLDevice{kDLCUDA, 1}, 0), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("stream 0 is not allowed for cuda memory"));
+  EXPECT_TRUE(MessageContains("0 is ambiguous"));
+  EXPECT_EQ(dlb_check_consumer_stream(DLDevice{static_cast<DLDeviceType>(999), 0}, 1), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("999"));
+  // The export planner decides by the same rule: wrapped memory (no
+  // storage of its own to wait) with the stream given explicitly.
+  std::vector<float> data(4);
+  int64_t shape[1] = {4};
+  for (const Case& c : cases) {
+    if (c.want == DLB_ERR_UNSUPPORTED_DEVICE) continue;
+    SCOPED_TRACE(std::to_string(c.type) + " stream " + std::to_string(c.stream));
+    dlb_buffer* b = wrap_on(c.type, data, shape);
+    dlb_export_options o = opts(DLB_COPY_IF_NEEDED);
+    o.stream = c.stream;
+    o.flags = DLB_EXPORT_STREAM_GIVEN;
+    DLManagedTensorVersioned* m = nullptr;
+    EXPECT_EQ(dlb_export_versioned(b, &o, &m), c.want);
+    if (m != nullptr) m->deleter(m);
+    dlb_buffer_release(b);
+  }
+}
+
+TEST_F(Devices, ImportRoutingFallsBackToPlainMemoryWhenTheCudaBackendRefuses) {
+  // Host memory that says it is CUDA memory: the CUDA backend refuses it
+  // (no driver here, or a driver that does not know the pointer), so the
+  // routed import takes it as any other memory, and the tensor is the
+  // buffer's.
+  for (DLDeviceType type : {kDLCUDA, kDLCUDAHost, kDLCUDAManaged}) {
+    SCOPED_TRACE(type);
+    ForeignTensor f(f32(), {2, 3}, {}, 24);
+    f.tensor().device = DLDevice{type, 0};
+    dlb_import_options io;
+    dlb_import_options_init(&io);
+    io.flags = DLB_IMPORT_CUDA_BACKEND;
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), &io, 7, &b), DLB_OK) << last_message();
+    EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_IMPORTED);
+    int64_t stream = 0;
+    EXPECT_NE(dlb_cuda_buffer_stream(b, &stream), DLB_OK);  // not a CUDA buffer
+    dlb_buffer_release(b);
+    EXPECT_EQ(f.deleter_calls.load(), 1);
+  }
+}
+
+TEST_F(Devices, ImportOnStreamChecksTheOptionsFirst) {
+  ForeignTensor f(f32(), {2, 3}, {1, 2}, 24);  // transposed
+  f.tensor().device = DLDevice{kDLCUDA, 0};
+  dlb_import_options io;
+  dlb_import_options_init(&io);
+  io.flags = DLB_IMPORT_CUDA_BACKEND;
+  io.require_contiguous = 1;
+  dlb_buffer* sentinel = reinterpret_cast<dlb_buffer*>(0x1);
+  dlb_buffer* b = sentinel;
+  EXPECT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), &io, 1, &b), DLB_ERR_UNSUPPORTED_LAYOUT);
+  io.require_contiguous = 0;
+  io.flags = UINT64_C(1) << 40;
+  EXPECT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), &io, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("unknown bits"));
+  EXPECT_EQ(dlb_import_versioned_on_stream(nullptr, nullptr, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), nullptr, 1, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_import_legacy_on_stream(nullptr, nullptr, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+  f.as_versioned()->version.major = 2;
+  EXPECT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), &io, 1, &b), DLB_ERR_VERSION);
+  EXPECT_EQ(b, sentinel);
+  EXPECT_EQ(f.deleter_calls.load(), 0);
+  // Legacy, with no routing asked: plain memory, the stream unused.
+  f.as_versioned()->version.major = 1;
+  io.flags = 0;
+  ASSERT_EQ(dlb_import_legacy_on_stream(f.as_legacy(), &io, 5, &b), DLB_OK);
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_IMPORTED);
+  dlb_buffer_release(b);
+  EXPECT_EQ(f.deleter_calls.load(), 1);
 }
 
 TEST_F(Devices, ResolveCopiesWhenTheRequestNeedsIt) {

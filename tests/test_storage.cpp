@@ -139,11 +139,16 @@ TEST_F(Storage, ImportedManagedMemoryCopiesToHostAndExportsToTheCpu) {
   EXPECT_EQ(m->dl_tensor.device.device_type, kDLCPU);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(static_cast<float*>(m->dl_tensor.data)[i], want[i]) << i;
   m->deleter(m);
-  // The resolver agrees: already readable on the CPU, no copy needed.
+  // The resolver agrees: already readable on the CPU, no copy needed; the
+  // same memory, relabelled.
   o.copy = DLB_COPY_IF_NEEDED;
   dlb_buffer* r = nullptr;
   ASSERT_EQ(dlb_buffer_resolve(b, &o, &r), DLB_OK);
-  EXPECT_EQ(r, b);
+  ASSERT_NE(r, b);
+  ASSERT_EQ(dlb_buffer_dltensor(r, &t), DLB_OK);
+  EXPECT_EQ(t.device.device_type, kDLCPU);
+  EXPECT_EQ(t.data, f.data());
+  EXPECT_EQ(dlb_buffer_flags(r), 0u);
   dlb_buffer_release(r);
   dlb_buffer_release(b);
   EXPECT_EQ(f.deleter_calls.load(), 1);

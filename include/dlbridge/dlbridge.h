@@ -688,6 +688,55 @@ DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor);
 
 /** Calls a legacy managed tensor's deleter if it has one. NULL-safe. */
 DLB_API void dlb_managed_free_legacy(DLManagedTensor* tensor);
+
+/**
+ * Import flag: memory of a device type with DLB_DEVICE_CUDA_BACKEND
+ * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) is taken in by the library's CUDA
+ * backend of the tensor's device, as dlb_cuda_import_versioned(NULL,
+ * tensor, stream) does: the buffer then carries the producer's stream
+ * (dlb_import_versioned_on_stream(); DLB_STREAM_NONE, the legacy default
+ * stream, through dlb_import_versioned()), exports stream-ordered and
+ * copies to the host through the driver. When the backend does not take it
+ * (no driver, built without CUDA, no such device, memory the driver does
+ * not know as the kind the tensor says: the CUDA import's
+ * DLB_ERR_UNSUPPORTED_DEVICE) the tensor comes in as any other memory
+ * does. The options' requirements (alignment, contiguity, writability) are
+ * checked first in both cases. Other device types ignore the flag.
+ */
+#define DLB_IMPORT_CUDA_BACKEND (UINT64_C(1) << 1)
+
+/**
+ * dlb_import_versioned() with the stream its producer ordered the tensor's
+ * data before: the consumer's side of the Python protocol in one call.
+ * Under DLB_IMPORT_CUDA_BACKEND CUDA memory goes to the CUDA backend with
+ * `stream` as its writer's stream; the stream is not used otherwise.
+ * (dlb_import_options keeps its size: a struct grown at the end would be
+ * overrun by dlb_import_options_init() in programs built against an
+ * earlier header, so the stream is an argument.)
+ * @param tensor the managed tensor to take over; must not be NULL.
+ * @param options NULL means the defaults (no routing).
+ * @param stream a stream value (see the CUDA section): in Python, the
+ *        stream passed to the producer's __dlpack__, 1 when none was.
+ * @param out on success a new buffer owned by the caller, which now owns
+ *        `tensor` (its deleter runs exactly once, after the last handle
+ *        and export are gone); on failure untouched, and the caller still
+ *        owns `tensor`.
+ * @return the dlb_import_versioned() statuses; under
+ *         DLB_IMPORT_CUDA_BACKEND also DLB_ERR_INVALID_ARGUMENT (a stream
+ *         value below -1), DLB_ERR_BACKEND and DLB_ERR_OUT_OF_MEMORY from
+ *         the CUDA backend. Thread-safe.
+ */
+DLB_API dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor,
+                                                  const dlb_import_options* options, int64_t stream,
+                                                  dlb_buffer** out);
+
+/**
+ * dlb_import_legacy() with the producer's stream, as
+ * dlb_import_versioned_on_stream(). Same ownership rules: the buffer owns
+ * `tensor` on success, the caller keeps it on failure.
+ */
+DLB_API dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dlb_import_options* options,
+                                               int64_t stream, dlb_buffer** out);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -947,8 +996,14 @@ DLB_API dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64
  * @param options NULL means the defaults.
  * @param out on success a new reference owned by the caller (release it
  *        with dlb_buffer_release()): `buffer` itself (retained) when it
- *        already satisfies the request, or a fresh compact host copy
- *        flagged DLB_BUFFER_COPIED (and DLB_BUFFER_READ_ONLY when
+ *        already satisfies the request; a relabelled view when the CPU was
+ *        asked for and the memory is host-readable on another device
+ *        (pinned or managed memory), zero-copy: the same data and strides
+ *        on {kDLCPU, 0}, DLB_BUFFER_READ_ONLY as the export would set it,
+ *        holding a reference on `buffer` (and its zero-copy access, taken
+ *        after the buffer's wait with the options' stream) until the view's
+ *        last reference goes; or a fresh compact host copy flagged
+ *        DLB_BUFFER_COPIED (and DLB_BUFFER_READ_ONLY when
  *        DLB_EXPORT_READ_ONLY was asked for). Untouched on failure, when
  *        nothing is left allocated.
  * @return DLB_OK, or the status dlb_export_versioned() gives for the same
@@ -956,6 +1011,37 @@ DLB_API dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64
  */
 DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
                                       dlb_buffer** out);
+
+/**
+ * Device bit: the library's CUDA backend takes this memory in
+ * (dlb_cuda_import_*, DLB_IMPORT_CUDA_BACKEND) and allocates it
+ * (dlb_buffer_alloc): kDLCUDA, kDLCUDAHost, kDLCUDAManaged. A fact of the
+ * device table, set also when the library was built without CUDA or no
+ * driver is present (the CUDA calls then refuse with
+ * DLB_ERR_UNSUPPORTED_DEVICE).
+ */
+#define DLB_DEVICE_CUDA_BACKEND (1u << 4)
+
+/**
+ * The Python protocol's rule for a stream the consumer passed explicitly
+ * (from_dlpack(x, stream=S) with S an integer, not None), checked against
+ * the device of the memory it is for (call it once for the producer's
+ * device and once for a requested device). The same rule the export
+ * planner applies to dlb_export_options.stream under
+ * DLB_EXPORT_STREAM_GIVEN: legal only on a device with
+ * DLB_DEVICE_HAS_STREAMS, and there -1 (no synchronisation), 1 (legacy
+ * default stream), 2 (per-thread default stream) or a larger value (a
+ * stream handle); 0 is ambiguous and refused, as is anything below -1.
+ * @param device the device of the memory; its device_id is used in the
+ *        message only.
+ * @param stream the consumer's stream value.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (a device without streams, such
+ *         as host memory; 0 or a value below -1 on a device with streams);
+ *         DLB_ERR_UNSUPPORTED_DEVICE (a device type DLPack does not
+ *         define). The message names the stream and the device. Owns
+ *         nothing. Thread-safe.
+ */
+DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream);
 /** @} */
 
 /* ------------------------------------------------------------------------ */

@@ -1,340 +1,37 @@
-// The built-in CUDA backend: device, pinned host and managed memory as
-// backend storages, stream-ordered exports, and the copy to the host. The
-// driver library is loaded with dlopen on first use; nothing links to CUDA.
-#include <dlfcn.h>
-
-#include <atomic>
-#include <mutex>
+// The built-in CUDA backend's entry points: backends of a device, buffers
+// allocated or wrapped on them, CUDA memory taken in from other producers,
+// and the stream of a buffer's last writer. The driver is loaded in
+// cuda_driver.cpp, the storages' verbs are in cuda_storage.cpp; nothing
+// links to CUDA.
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
-#include <vector>
 
-#include "../alloc.hpp"
 #include "../backend.hpp"
 #include "../buffer.hpp"
 #include "../dtype.hpp"
 #include "../errors.hpp"
 #include "../layout.hpp"
 #include "cuda_backend.hpp"
-#include "cuda_driver.hpp"
+#include "cuda_internal.hpp"
 
 namespace dlb {
 namespace {
 
-using namespace cu;
+using namespace cuda;
 
-// ---- the driver, loaded once --------------------------------------------
-
-// Test-only: names another driver library (the test suite's fake driver).
-constexpr const char* kDriverEnv = "DLB_TEST_CUDA_DRIVER";
-constexpr const char* kDriverLibrary = "libcuda.so.1";
-
-struct Driver {
-#define DLB_CUDA_MEMBER(name, type) \
-  using name##_fn = type;             \
-  name##_fn name = nullptr;
-  DLB_CUDA_DRIVER_FUNCTIONS(DLB_CUDA_MEMBER)
-#undef DLB_CUDA_MEMBER
-  bool usable = false;
-  CUresult init_result = kSuccess;
-  char why[384] = {0};  // why it is not usable
-};
-
-Driver load_driver() noexcept {
-  Driver d;
-  const char* env = std::getenv(kDriverEnv);
-  const char* path = env != nullptr && env[0] != '\0' ? env : kDriverLibrary;
-  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* err = dlerror();
-    std::snprintf(d.why, sizeof d.why, "the CUDA driver was not found (dlopen(\"%s\") failed: %s)", path,
-                  err != nullptr ? err : "unknown error");
-    return d;
-  }
-  // Kept loaded for the life of the process: buffers may outlive anything.
-#define DLB_CUDA_RESOLVE(name, type)                                                                     \
-  {                                                                                                      \
-    void* sym = dlsym(lib, #name);                                                                       \
-    if (sym == nullptr) {                                                                                \
-      std::snprintf(d.why, sizeof d.why,                                                                 \
-                    "the CUDA driver was not found: \"%s\" lacks %s (a driver older than CUDA 11?)", path, \
-                    #name);                                                                              \
-      return d;                                                                                          \
-    }                                                                                                    \
-    d.name = reinterpret_cast<type>(sym);                                                                \
-  }
-  DLB_CUDA_DRIVER_FUNCTIONS(DLB_CUDA_RESOLVE)
-#undef DLB_CUDA_RESOLVE
-  d.init_result = d.cuInit(0);
-  if (d.init_result != kSuccess) {
-    const char* name = nullptr;
-    if (d.cuGetErrorName(d.init_result, &name) != kSuccess || name == nullptr) name = "an unknown CUresult";
-    std::snprintf(d.why, sizeof d.why, "the CUDA driver \"%s\" cannot be used: cuInit failed with %s (%d)", path,
-                  name, d.init_result);
-    return d;
-  }
-  d.usable = true;
-  return d;
-}
-
-const Driver& driver() noexcept {
-  static const Driver d = load_driver();
-  return d;
-}
-
-dlb_status no_driver() noexcept { return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s", driver().why); }
-
-// "cuMemAlloc_v2 failed with CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
-void describe(const char* call, CUresult rc, char* out, std::size_t size) noexcept {
-  const Driver& d = driver();
-  const char* name = nullptr;
-  const char* text = nullptr;
-  if (d.cuGetErrorName(rc, &name) != kSuccess || name == nullptr) name = "an unknown CUresult";
-  if (d.cuGetErrorString(rc, &text) != kSuccess || text == nullptr) text = "no description";
-  std::snprintf(out, size, "%s failed with %s (%d: %s)", call, name, rc, text);
-}
-
-// For the entry points: the thread's last error.
-dlb_status driver_error(std::int32_t device_id, const char* call, CUresult rc) noexcept {
-  char text[300];
-  describe(call, rc, text, sizeof text);
-  return set_error(rc == kErrorOutOfMemory ? DLB_ERR_OUT_OF_MEMORY : DLB_ERR_BACKEND, "cuda:%d: %s",
-                   static_cast<int>(device_id), text);
-}
-
-// For the callbacks: the backend text dlbridge adds to DLB_ERR_BACKEND.
-std::int32_t callback_error(const char* call, CUresult rc) noexcept {
-  char text[256];
-  describe(call, rc, text, sizeof text);
-  set_backend_text(text);
-  return 1;
-}
-
-// ---- backend and storages ----------------------------------------------
-
-struct CudaBackend {
-  std::int32_t device_id = 0;
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-};
-
-struct CudaStorage {
-  CUdeviceptr ptr = 0;            // what the layout's byte_offset applies to
-  std::int32_t device_type = 0;   // kDLCUDA, kDLCUDAHost, kDLCUDAManaged
-  bool owned = false;             // allocated here (else release(ctx))
-  dlb_release_fn release = nullptr;
-  void* release_ctx = nullptr;
-  std::atomic<std::int64_t> stream{1};  // last writer's stream value
-  // The layout, for copy_to_host.
-  DLDataType dtype{};
-  std::int32_t ndim = 0;
-  std::uint64_t byte_offset = 0;
-  std::vector<std::int64_t> shape, strides;
-  LayoutInfo info;
-};
-
-// The context made current for the scope of a driver call sequence, and the
-// caller's restored after it.
-class ContextScope {
- public:
-  explicit ContextScope(CUcontext c) noexcept : rc_(driver().cuCtxPushCurrent_v2(c)) {}
-  ~ContextScope() {
-    if (rc_ == kSuccess) {
-      CUcontext popped = nullptr;
-      (void)driver().cuCtxPopCurrent_v2(&popped);
-    }
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-  CUresult result() const noexcept { return rc_; }
-
- private:
-  CUresult rc_;
-};
-
-// A stream value as a CUstream: 0 and 1 the legacy default stream, 2 the
-// per-thread one, others a handle. -1 has no stream.
-CUstream as_stream(std::int64_t value) noexcept {
-  if (value == 0 || value == 1) return legacy_stream();
-  if (value == 2) return per_thread_stream();
-  return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(value));
-}
-
-bool is_host_memory(std::int32_t device_type) noexcept {
-  return device_type == kDLCUDAHost || device_type == kDLCUDAManaged;
-}
-
-// ---- callbacks ---------------------------------------------------------
-
-std::int32_t cb_acquire(void*, void* storage, void** data, void** access_ref) noexcept {
-  *data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(static_cast<CudaStorage*>(storage)->ptr));
-  *access_ref = nullptr;
-  return 0;
-}
-
-void cb_release_access(void*, void*, void*) noexcept {}
-
-// Orders the buffer's pending writes before the consumer: its stream waits
-// for an event recorded on the writer's stream, or (no stream given) the host
-// waits for the writer's stream.
-std::int32_t cb_wait_ready(void* ctx, void* storage, std::int64_t consumer) noexcept {
-  const auto* be = static_cast<const CudaBackend*>(ctx);
-  const auto* s = static_cast<const CudaStorage*>(storage);
-  const std::int64_t writer = s->stream.load(std::memory_order_acquire);
-  if (consumer == -1 || writer == -1) return 0;
-  if (consumer < -1) {
-    char text[160];
-    std::snprintf(text, sizeof text, "stream %" PRId64 " is not a CUDA stream value (-1, 1, 2 or a CUstream)",
-                  consumer);
-    set_backend_text(text);
-    return 1;
-  }
-  const Driver& d = driver();
-  ContextScope scope(be->context);
-  if (scope.result() != kSuccess) return callback_error("cuCtxPushCurrent_v2", scope.result());
-  if (consumer == DLB_STREAM_NONE) {
-    const CUresult rc = d.cuStreamSynchronize(as_stream(writer));
-    return rc == kSuccess ? 0 : callback_error("cuStreamSynchronize", rc);
-  }
-  if (as_stream(consumer) == as_stream(writer)) return 0;  // the same stream is ordered already
-  CUevent event = nullptr;
-  CUresult rc = d.cuEventCreate(&event, kEventDisableTiming);
-  if (rc != kSuccess) return callback_error("cuEventCreate", rc);
-  rc = d.cuEventRecord(event, as_stream(writer));
-  if (rc == kSuccess) {
-    rc = d.cuStreamWaitEvent(as_stream(consumer), event, 0);
-    if (rc != kSuccess) {
-      (void)d.cuEventDestroy_v2(event);
-      return callback_error("cuStreamWaitEvent", rc);
-    }
-  } else {
-    (void)d.cuEventDestroy_v2(event);
-    return callback_error("cuEventRecord", rc);
-  }
-  // Destroying an event others wait on is allowed: the wait keeps its state.
-  rc = d.cuEventDestroy_v2(event);
-  return rc == kSuccess ? 0 : callback_error("cuEventDestroy_v2", rc);
-}
-
-// The whole storage into `dst`, compact row-major, after the writer's work.
-std::int32_t cb_copy_to_host(void* ctx, void* storage, void* dst, std::uint64_t dst_size) noexcept {
-  const auto* be = static_cast<const CudaBackend*>(ctx);
-  const auto* s = static_cast<const CudaStorage*>(storage);
-  if (s->info.nbytes == 0) return 0;
-  if (dst_size < s->info.nbytes) {
-    set_backend_text("the copy destination is smaller than the tensor");
-    return 1;
-  }
-  const Driver& d = driver();
-  ContextScope scope(be->context);
-  if (scope.result() != kSuccess) return callback_error("cuCtxPushCurrent_v2", scope.result());
-  const std::int64_t writer = s->stream.load(std::memory_order_acquire);
-  const CUstream stream = as_stream(writer == -1 ? 1 : writer);
-
-  DLTensor view;
-  std::memset(&view, 0, sizeof view);
-  view.device = DLDevice{kDLCPU, 0};
-  view.dtype = s->dtype;
-  view.ndim = s->ndim;
-  view.shape = const_cast<std::int64_t*>(s->shape.data());
-  view.strides = s->ndim > 0 ? const_cast<std::int64_t*>(s->strides.data()) : nullptr;
-
-  if (is_host_memory(s->device_type)) {
-    // Host-readable: wait for the writer, then read it in place.
-    if (writer != -1) {
-      const CUresult rc = d.cuStreamSynchronize(stream);
-      if (rc != kSuccess) return callback_error("cuStreamSynchronize", rc);
-    }
-    view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(s->ptr));
-    view.byte_offset = s->byte_offset;
-    const dlb_status st = copy_view_to_contiguous(view, s->info, dst);
-    if (st != DLB_OK) {
-      set_backend_text(last_error_message());
-      return 1;
-    }
-    return 0;
-  }
-
-  const CUdeviceptr origin = s->ptr + s->byte_offset;
-  if (s->info.contiguous) {
-    // One device-to-host copy on the writer's stream, then wait for it.
-    CUresult rc = d.cuMemcpyDtoHAsync_v2(dst, origin, static_cast<std::size_t>(s->info.nbytes), stream);
-    if (rc != kSuccess) return callback_error("cuMemcpyDtoHAsync_v2", rc);
-    rc = d.cuStreamSynchronize(stream);
-    return rc == kSuccess ? 0 : callback_error("cuStreamSynchronize", rc);
-  }
-  if (!byte_addressable(s->dtype)) {
-    set_backend_text("a strided view of a sub-byte dtype cannot be copied: its elements do not start on bytes");
-    return 1;
-  }
-  // Strided: the span the view touches, compact, into staging memory; then
-  // the strided engine makes it compact row-major.
-  const std::uint64_t elem = element_bits(s->dtype) / 8;
-  const std::uint64_t below = static_cast<std::uint64_t>(-s->info.min_offset) * elem;
-  const std::uint64_t span = static_cast<std::uint64_t>(s->info.max_offset - s->info.min_offset + 1) * elem;
-  void* staging = mem_alloc_aligned(64, static_cast<std::size_t>(span));
-  if (staging == nullptr) {
-    set_backend_text("out of memory allocating host staging memory for a strided copy");
-    return 1;
-  }
-  const char* call = "cuMemcpyDtoHAsync_v2";
-  CUresult rc = d.cuMemcpyDtoHAsync_v2(staging, origin - below, static_cast<std::size_t>(span), stream);
-  if (rc == kSuccess) {
-    call = "cuStreamSynchronize";
-    rc = d.cuStreamSynchronize(stream);
-  }
-  if (rc != kSuccess) {
-    mem_free_aligned(staging);
-    return callback_error(call, rc);
-  }
-  view.data = staging;
-  view.byte_offset = below;
-  const dlb_status st = copy_view_to_contiguous(view, s->info, dst);
-  mem_free_aligned(staging);
-  if (st != DLB_OK) {
-    set_backend_text(last_error_message());
-    return 1;
-  }
-  return 0;
-}
-
-void cb_free_storage(void* ctx, void* storage) noexcept {
-  const auto* be = static_cast<const CudaBackend*>(ctx);
-  auto* s = static_cast<CudaStorage*>(storage);
-  if (s->owned) {
-    const Driver& d = driver();
-    ContextScope scope(be->context);
-    // A failure here has nobody to report to; the memory is then lost.
-    if (s->device_type == kDLCUDAHost)
-      (void)d.cuMemFreeHost(reinterpret_cast<void*>(static_cast<std::uintptr_t>(s->ptr)));
-    else
-      (void)d.cuMemFree_v2(s->ptr);
-  } else if (s->release != nullptr) {
-    s->release(s->release_ctx);
-  }
-  delete s;
-}
-
-void cb_destroy(void* ctx) noexcept {
-  auto* be = static_cast<CudaBackend*>(ctx);
-  (void)driver().cuDevicePrimaryCtxRelease_v2(be->device);
-  delete be;
-}
-
-// ---- entry point bodies ------------------------------------------------
-
+// The CUDA backend behind a handle, or nullptr for another kind of backend.
 CudaBackend* cuda_backend_of(dlb_backend* backend) noexcept {
   const Backend* be = reinterpret_cast<const Backend*>(backend);
-  if (be->vt.wait_ready != &cb_wait_ready) return nullptr;
+  if (be->ops->kind != StorageKind::cuda) return nullptr;
   return static_cast<CudaBackend*>(be->ctx);
 }
 
-CudaStorage* cuda_storage_of(const dlb_buffer* b) noexcept {
-  if (b->ops != &kBackendStorage || b->owner.store.backend->vt.wait_ready != &cb_wait_ready) return nullptr;
-  return static_cast<CudaStorage*>(b->owner.store.storage);
+// The storage of a CUDA buffer, or nullptr for a buffer of another kind.
+CudaStorage* cuda_storage_if(const dlb_buffer* b) noexcept {
+  return b->ops->kind == StorageKind::cuda ? cuda_storage_of(b) : nullptr;
 }
 
 dlb_status backend_create_impl(std::int32_t device_id, dlb_backend** out) {
@@ -361,19 +58,9 @@ dlb_status backend_create_impl(std::int32_t device_id, dlb_backend** out) {
   ctx->device_id = device_id;
   ctx->device = dev;
   ctx->context = context;
-  dlb_backend_vtable vt;
-  std::memset(&vt, 0, sizeof vt);
-  vt.struct_size = sizeof vt;
   char name[32];
   std::snprintf(name, sizeof name, "cuda:%d", static_cast<int>(device_id));
-  vt.name = name;
-  vt.acquire_access = cb_acquire;
-  vt.release_access = cb_release_access;
-  vt.copy_to_host = cb_copy_to_host;
-  vt.wait_ready = cb_wait_ready;
-  vt.free_storage = cb_free_storage;
-  vt.destroy = cb_destroy;
-  const dlb_status s = backend_create(&vt, ctx, out);
+  const dlb_status s = backend_create_builtin(kCudaStorage, name, ctx, destroy_backend, out);
   if (s != DLB_OK) {
     (void)d.cuDevicePrimaryCtxRelease_v2(dev);
     delete ctx;
@@ -381,11 +68,9 @@ dlb_status backend_create_impl(std::int32_t device_id, dlb_backend** out) {
   return s;
 }
 
-bool cuda_type(std::int32_t t) noexcept { return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged; }
-
 dlb_status check_device(const CudaBackend* be, DLDevice device, const char* what) noexcept {
   const std::int32_t t = device_type_of(device);
-  if (!cuda_type(t))
+  if (!is_cuda_memory(device))
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
                      "%s device %s:%d is not CUDA memory (kDLCUDA, kDLCUDAHost or kDLCUDAManaged)", what,
                      device_type_name(t), static_cast<int>(device.device_id));
@@ -490,7 +175,7 @@ dlb_status buffer_alloc_impl(dlb_backend* backend, DLDevice device, DLDataType d
   s->device_type = type;
   s->owned = true;
   s->stream.store(1, std::memory_order_relaxed);
-  const dlb_status st = buffer_from_backend(backend, s, &view, 0, out);
+  const dlb_status st = buffer_from_backend(backend, s, &view, 0, StorageKind::cuda, out);
   if (st != DLB_OK) {
     delete s;
     free_memory();
@@ -569,7 +254,7 @@ dlb_status wrap_common(dlb_backend* backend, const DLTensor* view, std::uint64_t
   s->release = release;
   s->release_ctx = ctx;
   s->stream.store(stream, std::memory_order_relaxed);
-  const dlb_status st = buffer_from_backend(backend, s, view, flags, out);
+  const dlb_status st = buffer_from_backend(backend, s, view, flags, StorageKind::cuda, out);
   if (st != DLB_OK) delete s;  // the caller keeps the memory: release is not called
   return st;
 }
@@ -626,7 +311,7 @@ dlb_status import_legacy_impl(dlb_backend* backend, DLManagedTensor* m, std::int
 
 dlb_status set_stream_impl(dlb_buffer* buffer, std::int64_t stream) noexcept {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
-  CudaStorage* s = cuda_storage_of(buffer);
+  CudaStorage* s = cuda_storage_if(buffer);
   if (s == nullptr)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "the buffer is not CUDA memory of the built-in backend (dlb_cuda_buffer_alloc or "
@@ -639,7 +324,7 @@ dlb_status set_stream_impl(dlb_buffer* buffer, std::int64_t stream) noexcept {
 dlb_status get_stream_impl(const dlb_buffer* buffer, std::int64_t* out) noexcept {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  const CudaStorage* s = cuda_storage_of(buffer);
+  const CudaStorage* s = cuda_storage_if(buffer);
   if (s == nullptr)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "the buffer is not CUDA memory of the built-in backend (dlb_cuda_buffer_alloc or "
@@ -664,6 +349,16 @@ dlb_status default_backend(std::int32_t device_id, dlb_backend** out) {
 }
 
 }  // namespace
+
+dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t stream, bool versioned, void* managed,
+                        dlb_buffer** out) noexcept {
+  // Called from inside the import, behind its entry point's firewall, but
+  // from a noexcept function: its own firewall keeps allocation failures a
+  // status.
+  return firewall("the CUDA backend's import", [&] {
+    return import_common(nullptr, t, flags, stream, versioned ? release_versioned : release_legacy, managed, out);
+  });
+}
 
 dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
                               dlb_buffer** out) {

@@ -10,11 +10,19 @@
 
 namespace dlb {
 
-// Memory the CUDA backend allocates: kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
-inline bool is_cuda_memory(DLDevice device) noexcept {
-  const std::int32_t t = device_type_of(device);
-  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged;
-}
+// Memory the CUDA backend allocates and takes in (the device table's
+// DLB_DEVICE_CUDA_BACKEND bit).
+inline bool is_cuda_memory(DLDevice device) noexcept { return device_for_cuda_backend(device_type_of(device)); }
+
+// A managed tensor's DLTensor `t` in through the library's CUDA backend of
+// its device (dlb_cuda_import_* with a NULL backend): on success the buffer
+// owns the managed tensor (`versioned` says which struct `managed` is) and
+// calls its deleter once at the end. DLB_ERR_UNSUPPORTED_DEVICE when the
+// backend does not take it (no driver, built without CUDA, no such device,
+// memory the driver does not know as that kind); the caller then still owns
+// the tensor. `flags` is 0 or DLB_BUFFER_READ_ONLY.
+dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t stream, bool versioned, void* managed,
+                        dlb_buffer** out) noexcept;
 
 // dlb_buffer_alloc() of CUDA memory: dlb_cuda_buffer_alloc() on a backend
 // of the device kept for the life of the process (created on first use).

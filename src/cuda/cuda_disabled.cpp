@@ -23,6 +23,12 @@ dlb_status dlb::cuda_default_alloc(DLDevice device, DLDataType, std::int32_t, co
                    device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
 }
 
+dlb_status dlb::cuda_take_in(const DLTensor& t, std::uint64_t, std::int64_t, bool, void*, dlb_buffer**) noexcept {
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                   "%s:%d memory cannot go to the CUDA backend: this dlbridge was built without CUDA support",
+                   device_type_name(device_type_of(t.device)), static_cast<int>(t.device.device_id));
+}
+
 extern "C" {
 
 DLB_API dlb_status dlb_cuda_backend_create(int32_t, dlb_backend**) { return refuse(__func__); }

@@ -1,7 +1,9 @@
 // The CUDA backend against a driver: the fake driver of tests/cuda (host
 // memory, one worker thread per stream) or, under scripts/gpu-check, the
 // real one. The test drives the same driver library as the backend (found
-// through DLB_TEST_CUDA_DRIVER, else libcuda.so.1) to make streams and to
+// through DLB_TEST_CUDA_DRIVER, else libcuda.so.1, and loaded before the
+// library needs a driver, so that the library's dlopen("libcuda.so.1")
+// finds the same object) to make streams and to
 // enqueue "kernel-like" delayed writes: a host function that sleeps, then an
 // async copy into device memory, both on a producer stream. A consumer that
 // reads without being ordered after that stream sees stale data.
@@ -93,6 +95,11 @@ TestDriver& drv() {
   }();
   return d;
 }
+
+// The driver is loaded before any test runs, so that the library's own
+// dlopen("libcuda.so.1") finds this object (the fake driver's SONAME is
+// libcuda.so.1; so is the toolkit stub's and a real driver's).
+const bool kDriverPreloaded = (drv(), true);
 
 #define DRV_OK(call) ASSERT_EQ((call), 0) << #call
 
@@ -344,6 +351,18 @@ TEST_F(CudaTest, AllocRefusals) {
   EXPECT_EQ(dlb_cuda_buffer_alloc(other, DLDevice{kDLCUDA, 0}, f32(), 2, shape, &b), DLB_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(MessageContains("not a CUDA backend"));
   dlb_backend_release(other);
+  EXPECT_EQ(b, nullptr);
+}
+
+TEST_F(CudaTest, UserStoragesAreNotMadeOnTheCudaBackend) {
+  // Its storages are the backend's own objects: dlb_buffer_from_backend
+  // refuses to put a caller's pointer among them.
+  int64_t shape[1] = {4};
+  DLTensor layout{nullptr, DLDevice{kDLCUDA, 0}, 1, f32(), shape, nullptr, 0};
+  int storage = 0;
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_from_backend(backend_, &storage, &layout, 0, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("backend 'cuda:0' is a built-in backend"));
   EXPECT_EQ(b, nullptr);
 }
 
@@ -841,6 +860,87 @@ TEST_F(CudaTest, ImportRefusalsLeaveTheTensorWithTheCaller) {
   DRV_OK(drv().cuMemFree_v2(dev));
 }
 
+TEST_F(CudaTest, RoutedImportTakesCudaMemoryInWithTheProducersStream) {
+  CUdeviceptr dev = 0;
+  DRV_OK(drv().cuMemAlloc_v2(&dev, 32 * sizeof(float)));
+  CUstream producer = new_stream();
+  dlb_import_options io;
+  dlb_import_options_init(&io);
+  io.flags = DLB_IMPORT_CUDA_BACKEND;
+  CudaProducer p(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0}, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_import_versioned_on_stream(&p.versioned, &io, value_of(producer), &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_READ_ONLY | DLB_BUFFER_BACKEND);
+  int64_t stream = 0;
+  ASSERT_EQ(dlb_cuda_buffer_stream(b, &stream), DLB_OK);
+  EXPECT_EQ(stream, value_of(producer));
+  dlb_buffer_release(b);
+  EXPECT_EQ(p.deleted.load(), 1);
+  // Legacy, routed, through the plain entry point: the legacy default stream.
+  CudaProducer q(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  ASSERT_EQ(dlb_import_legacy(&q.legacy, &io, &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_BACKEND);
+  ASSERT_EQ(dlb_cuda_buffer_stream(b, &stream), DLB_OK);
+  EXPECT_EQ(stream, DLB_STREAM_NONE);
+  dlb_buffer_release(b);
+  EXPECT_EQ(q.deleted.load(), 1);
+  // A stream value the backend refuses is the import's failure, and the
+  // tensor stays the caller's.
+  CudaProducer r(reinterpret_cast<void*>(dev), DLDevice{kDLCUDA, 0});
+  b = nullptr;
+  EXPECT_EQ(dlb_import_versioned_on_stream(&r.versioned, &io, -4, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_EQ(r.deleted.load(), 0);
+  // Without the flag: plain imported memory.
+  ASSERT_EQ(dlb_import_versioned_on_stream(&r.versioned, nullptr, value_of(producer), &b), DLB_OK);
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_IMPORTED);
+  EXPECT_EQ(dlb_cuda_buffer_stream(b, &stream), DLB_ERR_INVALID_ARGUMENT);
+  dlb_buffer_release(b);
+  EXPECT_EQ(r.deleted.load(), 1);
+  // Memory the driver does not know as CUDA memory: plain, as before.
+  std::vector<float> pageable(32);
+  CudaProducer liar(pageable.data(), DLDevice{kDLCUDA, 0});
+  ASSERT_EQ(dlb_import_versioned_on_stream(&liar.versioned, &io, 1, &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_IMPORTED);
+  dlb_buffer_release(b);
+  EXPECT_EQ(liar.deleted.load(), 1);
+  DRV_OK(drv().cuMemFree_v2(dev));
+}
+
+TEST_F(CudaTest, ResolveRelabelsManagedMemoryForTheCpu) {
+  dlb_buffer* b = alloc(kDLCUDAManaged, {2, 4});
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+  void* address = m->dl_tensor.data;
+  m->deleter(m);
+  dlb_export_options o;
+  dlb_export_options_init(&o);
+  o.has_target_device = 1;
+  o.target_device = cpu();
+  o.copy = DLB_COPY_NEVER;
+  const int64_t live = dlb_live_exports();
+  dlb_buffer* r = nullptr;
+  ASSERT_EQ(dlb_buffer_resolve(b, &o, &r), DLB_OK) << last_message();
+  ASSERT_NE(r, b);
+  EXPECT_EQ(dlb_live_exports(), live);
+  EXPECT_EQ(dlb_buffer_refcount(b), 2);
+  EXPECT_EQ(dlb_buffer_flags(r), 0u);
+  DLTensor t;
+  ASSERT_EQ(dlb_buffer_dltensor(r, &t), DLB_OK);
+  EXPECT_EQ(t.device.device_type, kDLCPU);
+  EXPECT_EQ(t.data, address);
+  static_cast<float*>(t.data)[5] = 42.0f;  // host-readable, and writable
+  dlb_buffer* h = nullptr;
+  ASSERT_EQ(dlb_buffer_to_host(b, &h), DLB_OK);
+  DLTensor ht;
+  ASSERT_EQ(dlb_buffer_dltensor(h, &ht), DLB_OK);
+  EXPECT_EQ(static_cast<float*>(ht.data)[5], 42.0f);
+  dlb_buffer_release(h);
+  dlb_buffer_release(b);  // the view keeps the memory
+  EXPECT_EQ(static_cast<float*>(t.data)[5], 42.0f);
+  dlb_buffer_release(r);
+}
+
 // ---- driver errors ------------------------------------------------------
 
 TEST_F(FakeCudaTest, DriverErrorsBecomeBackendErrorsWithTheirNames) {
@@ -980,7 +1080,18 @@ TEST_F(CudaTest, Threads) {
 
 // ---- no driver, a stub driver, no CUDA support ----------------------------
 
-class NoDriver : public DlbTest {};
+class NoDriver : public DlbTest {
+ protected:
+  void SetUp() override {
+    DlbTest::SetUp();
+    // The library loads libcuda.so.1 by name: where a driver is installed,
+    // a process without one cannot be made by the environment.
+    if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(lib);
+      GTEST_SKIP() << "a CUDA driver (libcuda.so.1) is installed here";
+    }
+  }
+};
 
 TEST_F(NoDriver, EveryCudaCallSaysTheDriverWasNotFound) {
   dlb_backend* be = nullptr;
@@ -998,6 +1109,16 @@ TEST_F(NoDriver, EveryCudaCallSaysTheDriverWasNotFound) {
   EXPECT_EQ(b, nullptr);
   EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDAHost, 0}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("dlb_buffer_alloc cannot allocate cuda_host:0 memory: the CUDA driver was not found"));
+  // A routed import comes in as plain memory.
+  ForeignTensor f(f32(), {4}, {}, 16);
+  f.tensor().device = DLDevice{kDLCUDA, 0};
+  dlb_import_options io;
+  dlb_import_options_init(&io);
+  io.flags = DLB_IMPORT_CUDA_BACKEND;
+  ASSERT_EQ(dlb_import_versioned_on_stream(f.as_versioned(), &io, 1, &b), DLB_OK) << last_message();
+  EXPECT_EQ(dlb_buffer_flags(b), DLB_BUFFER_IMPORTED);
+  dlb_buffer_release(b);
+  EXPECT_EQ(f.deleter_calls.load(), 1);
   // Everything else works as before.
   ASSERT_EQ(dlb_buffer_alloc(cpu(), f32(), 1, shape, &b), DLB_OK);
   EXPECT_EQ(dlb_cuda_buffer_set_stream(b, 1), DLB_ERR_INVALID_ARGUMENT);
