@@ -86,32 +86,19 @@ static void shim_deleter_legacy(DLManagedTensor* shim) {
   PyGILState_Release(state);
 }
 
-/* ---- CUDA memory in ---------------------------------------------------- */
-
-/* Memory the library's CUDA backend takes in (dlb_cuda_import_*). */
-static int is_cuda_kind(DLDeviceType type) {
-  return type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
-}
-
-/* A shim (see above) in as a buffer: CUDA memory through the CUDA backend,
- * so that the buffer carries `stream` (the stream its producer ordered the
- * data before), re-exports stream-ordered and can be copied to the host.
- * What the backend does not take (DLB_ERR_UNSUPPORTED_DEVICE: no driver or
- * no device, built without CUDA, or memory the driver does not know as the
- * kind the tensor says) comes in as a plain buffer, as any other memory
- * does. On failure the dlbridge.Error is set and the shim is still the
- * caller's. */
-static dlb_status take_in(void* shim, int versioned, DLDeviceType type, int64_t stream,
-                          dlb_buffer** out) {
-  dlb_status s = DLB_ERR_UNSUPPORTED_DEVICE;
-  if (is_cuda_kind(type)) {
-    s = versioned ? dlb_cuda_import_versioned(NULL, (DLManagedTensorVersioned*)shim, stream, out)
-                  : dlb_cuda_import_legacy(NULL, (DLManagedTensor*)shim, stream, out);
-  }
-  if (s == DLB_ERR_UNSUPPORTED_DEVICE) {
-    s = versioned ? dlb_import_versioned((DLManagedTensorVersioned*)shim, NULL, out)
-                  : dlb_import_legacy((DLManagedTensor*)shim, NULL, out);
-  }
+/* A shim (see above) in as a buffer: the library routes CUDA memory to its
+ * CUDA backend (DLB_IMPORT_CUDA_BACKEND), carrying `stream`, the stream its
+ * producer ordered the data before, and takes what that backend does not
+ * (no driver, built without CUDA, memory the driver does not know as that
+ * kind) and every other memory as a plain buffer. On failure the
+ * dlbridge.Error is set and the shim is still the caller's. */
+static dlb_status take_in(void* shim, int versioned, int64_t stream, dlb_buffer** out) {
+  dlb_import_options options;
+  dlb_import_options_init(&options);
+  options.flags |= DLB_IMPORT_CUDA_BACKEND;
+  const dlb_status s =
+      versioned ? dlb_import_versioned_on_stream((DLManagedTensorVersioned*)shim, &options, stream, out)
+                : dlb_import_legacy_on_stream((DLManagedTensor*)shim, &options, stream, out);
   if (s != DLB_OK) dlbpy_raise_status(s);
   return s;
 }
@@ -148,7 +135,7 @@ static int import_versioned(PyObject* capsule, int64_t stream, dlb_buffer** out)
   *shim = *original;
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_versioned : NULL;
-  if (take_in(shim, 1, original->dl_tensor.device.device_type, stream, &buffer) != DLB_OK) {
+  if (take_in(shim, 1, stream, &buffer) != DLB_OK) {
     free(shim); /* the capsule still owns `original` */
     return -1;
   }
@@ -173,7 +160,7 @@ static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_legacy : NULL;
   dlb_buffer* buffer = NULL;
-  if (take_in(shim, 0, original->dl_tensor.device.device_type, stream, &buffer) != DLB_OK) {
+  if (take_in(shim, 0, stream, &buffer) != DLB_OK) {
     free(shim);
     return -1;
   }
@@ -212,7 +199,7 @@ int dlbpy_import_capsule(PyObject* capsule, int64_t stream, dlb_buffer** out) {
 }
 
 dlb_status dlbpy_import_managed(DLManagedTensorVersioned* tensor, int64_t stream, dlb_buffer** out) {
-  return take_in(tensor, 1, tensor->dl_tensor.device.device_type, stream, out);
+  return take_in(tensor, 1, stream, out);
 }
 
 /* Drops a producer's capsule. One the import refused still holds the

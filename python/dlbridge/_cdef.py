@@ -167,6 +167,7 @@ int64_t dlb_live_exports(void);
 
 /* ---- Import -------------------------------------------------------------- */
 #define DLB_IMPORT_LEGACY_READ_ONLY 1
+#define DLB_IMPORT_CUDA_BACKEND 2
 
 typedef struct dlb_import_options {
   size_t struct_size;
@@ -181,6 +182,11 @@ dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor,
                                 const dlb_import_options* options, dlb_buffer** out);
 dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_options* options,
                              dlb_buffer** out);
+dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor,
+                                          const dlb_import_options* options, int64_t stream,
+                                          dlb_buffer** out);
+dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dlb_import_options* options,
+                                       int64_t stream, dlb_buffer** out);
 void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor);
 void dlb_managed_free_legacy(DLManagedTensor* tensor);
 
@@ -225,6 +231,7 @@ void dlb_backend_set_error(const char* message);
 #define DLB_DEVICE_HOST_READABLE 2
 #define DLB_DEVICE_ADDRESS 4
 #define DLB_DEVICE_HAS_STREAMS 8
+#define DLB_DEVICE_CUDA_BACKEND 16
 
 typedef struct dlb_device_info {
   size_t struct_size;
@@ -234,6 +241,7 @@ typedef struct dlb_device_info {
 } dlb_device_info;
 
 dlb_status dlb_device_type_info(int32_t device_type, dlb_device_info* out);
+dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream);
 dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* strides_out);
 dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
                               dlb_buffer** out);

@@ -171,55 +171,27 @@ static PyObject* resolve(dlbpy_state* state, PyObject* tensor, const long long* 
     Py_DECREF(tensor);
     return dlbpy_raise_buffer_error(s);
   }
+  /* `buffer` itself when it satisfies the request (retained: drop that
+   * reference), else a copy or, for host-readable memory the CPU was asked
+   * for, the library's view of it on the CPU. */
   dlb_buffer_release(out == buffer ? out : NULL);
-  if (out != buffer) {
-    Py_DECREF(tensor);
-    return dlbpy_tensor_new_in(state, out);
-  }
-  DLTensor t;
-  if (device == NULL || dlb_buffer_dltensor(buffer, &t) != DLB_OK ||
-      ((long long)t.device.device_type == device[0] && (long long)t.device.device_id == device[1])) {
-    return tensor;
-  }
-  /* Memory the asked device reads directly (managed memory for the CPU):
-   * the planner's zero-copy export to that device, taken back in, is the
-   * same memory described on the device asked for. */
-  DLManagedTensorVersioned* view = NULL;
-  dlb_status st = dlb_export_versioned(buffer, &options, &view);
+  if (out == buffer) return tensor;
   Py_DECREF(tensor);
-  if (st != DLB_OK) return dlbpy_raise_buffer_error(st);
-  dlb_buffer* moved = NULL;
-  st = dlb_import_versioned(view, NULL, &moved);
-  if (st != DLB_OK) {
-    dlb_managed_free_versioned(view);
-    return dlbpy_raise_status(st);
-  }
-  return dlbpy_tensor_new_in(state, moved);
+  return dlbpy_tensor_new_in(state, out);
 }
 
-/* The consumer's stream of from_dlpack(obj, stream=...), checked against
- * the device obj says its memory is on (obj.__dlpack_device__(), as the
- * standard's consumers ask before __dlpack__) and the device asked for.
- * The array API standard: only None where there are no streams (the
- * library's device table says where), and for CUDA and ROCm a stream value
- * of -1, 1, 2 or above; never 0 (ambiguous). 0 with *value set, or -1
- * with TypeError / ValueError set. */
-static int consumer_stream(PyObject* obj, PyObject* stream, const long long* device,
-                           long long* value) {
+/* The consumer's stream of from_dlpack(obj, stream=...): an int (not a
+ * bool), checked by the library's rule (dlb_check_consumer_stream) for the
+ * device obj says its memory is on (obj.__dlpack_device__(), as the
+ * standard's consumers ask before __dlpack__) and for the device asked for.
+ * 0 with *value set, or -1 with TypeError / ValueError set. */
+static int consumer_stream(PyObject* obj, PyObject* stream, const long long* device, long long* value) {
   if (!PyLong_Check(stream) || PyBool_Check(stream)) {
     PyErr_Format(PyExc_TypeError, "stream must be an int or None, not %R", stream);
     return -1;
   }
   *value = PyLong_AsLongLong(stream);
   if (*value == -1 && PyErr_Occurred()) return -1;
-  if (*value == 0 || *value < -1) {
-    PyErr_Format(PyExc_ValueError,
-                 "stream %lld is not a consumer stream: the array API standard allows -1 (no "
-                 "synchronisation), 1 (legacy default stream), 2 (per-thread default stream) or "
-                 "a stream handle; 0 is ambiguous",
-                 *value);
-    return -1;
-  }
   PyObject* where = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
   if (where == NULL) return -1;
   long long producer[2];
@@ -230,23 +202,25 @@ static int consumer_stream(PyObject* obj, PyObject* stream, const long long* dev
   for (int i = 0; i < 2; ++i) {
     const long long* d = targets[i];
     if (d == NULL) continue;
-    dlb_device_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    const int known = d[0] >= INT32_MIN && d[0] <= INT32_MAX &&
-                      dlb_device_type_info((int32_t)d[0], &info) == DLB_OK;
-    if (!known || (info.flags & DLB_DEVICE_HAS_STREAMS) == 0) {
-      PyErr_Format(PyExc_ValueError,
-                   "stream=%lld given, but %s (%lld, %lld) has no streams: the array API standard "
-                   "allows only stream=None there",
-                   *value, i == 0 ? "the producer's memory is on" : "the requested device",
-                   d[0], d[1]);
+    dlb_status s = DLB_ERR_UNSUPPORTED_DEVICE;
+    if (d[0] >= INT32_MIN && d[0] <= INT32_MAX && d[1] >= INT32_MIN && d[1] <= INT32_MAX) {
+      DLDevice dev;
+      const int32_t type = (int32_t)d[0];
+      memcpy(&dev.device_type, &type, sizeof type);
+      dev.device_id = (int32_t)d[1];
+      s = dlb_check_consumer_stream(dev, (int64_t)*value);
+    } else {
+      dlb_clear_last_error();
+    }
+    if (s != DLB_OK) {
+      const char* why = dlb_last_error_message();
+      PyErr_Format(PyExc_ValueError, "%s (%s (%lld, %lld))", why[0] != '\0' ? why : dlb_status_name(s),
+                   i == 0 ? "the producer's memory" : "the requested device", d[0], d[1]);
       return -1;
     }
   }
   return 0;
 }
-
 
 /* ------------------------------------------------------------------------ */
 /* from_dlpack                                                              */

@@ -323,9 +323,11 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
    * the producer has no say), which the buffer then carries. */
   int64_t stream = 1;
   const DLDevice where = tensor->version.major == 1 ? tensor->dl_tensor.device : (DLDevice){kDLCPU, 0};
-  if (api->current_work_stream != NULL &&
-      (where.device_type == kDLCUDA || where.device_type == kDLCUDAHost ||
-       where.device_type == kDLCUDAManaged)) {
+  dlb_device_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (api->current_work_stream != NULL && dlb_device_type_info((int32_t)where.device_type, &info) == DLB_OK &&
+      (info.flags & DLB_DEVICE_CUDA_BACKEND) != 0) {
     void* current = NULL;
     if (api->current_work_stream(where.device_type, where.device_id, &current) != 0) {
       if (!PyErr_Occurred())

@@ -115,8 +115,8 @@ _DESTRUCTOR = ctypes.cast(_capsule_destructor, c_void_p)
 
 class FakeDriver:
     """The fake driver's entry points, loaded with ctypes from `path` (the
-    same file dlbridge loads through DLB_TEST_CUDA_DRIVER, so the same
-    library instance), with device 0's primary context current."""
+    same file test_cuda_fake.py loads as libcuda.so.1 for dlbridge, so the
+    same library instance), with device 0's primary context current."""
 
     def __init__(self, path):
         self.lib = lib = ctypes.CDLL(path)

@@ -327,7 +327,9 @@ def test_device_table_through_cffi_matches_a_c_program(ffi_lib, tmp_path):
     # DLPack defines 1..20 except 5 and 6.
     assert sorted(table) == [c for c in range(1, 21) if c not in (5, 6)]
     assert table[13] == (lib.DLB_DEVICE_KNOWN | lib.DLB_DEVICE_HOST_READABLE | lib.DLB_DEVICE_ADDRESS
-                         | lib.DLB_DEVICE_HAS_STREAMS, "cuda_managed")
+                         | lib.DLB_DEVICE_HAS_STREAMS | lib.DLB_DEVICE_CUDA_BACKEND, "cuda_managed")
+    cuda_kinds = sorted(code for code, (flags, _name) in table.items() if flags & lib.DLB_DEVICE_CUDA_BACKEND)
+    assert cuda_kinds == [2, 3, 13]  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
 
 
 def test_compact_strides_through_cffi(ffi_lib):

@@ -4,10 +4,11 @@ The fake driver (tests/cuda/fake_cuda.cpp, built by meson as
 <build>/tests/cuda/libfake_cuda.so) keeps "device" memory in host memory and
 runs every stream on a worker thread, so a write still pending on the
 producer's stream is invisible to a reader that was not ordered after it.
-DLB_TEST_FAKE_CUDA names the library (scripts/test.d/40-python.sh sets it);
-this module then points dlbridge's driver loading at it
-(DLB_TEST_CUDA_DRIVER, read when the library first needs the driver, which
-no test before this module's collection does).
+DLB_TEST_FAKE_CUDA names the library (scripts/test.d/40-python.sh sets it).
+Its SONAME is libcuda.so.1: this module loads it before dlbridge first needs
+a driver (no test before this module's collection does), and the dynamic
+loader then hands dlbridge's own dlopen("libcuda.so.1") that object. The
+library itself reads no environment variable for it.
 
 The producers (tests/python/cuda_producer.py) are ctypes code over the same
 driver: device memory from cuMemAlloc_v2, a stream of their own, capsules
@@ -28,7 +29,12 @@ if not FAKE:
                 allow_module_level=True)
 if not os.path.isfile(FAKE):
     raise RuntimeError("DLB_TEST_FAKE_CUDA=%s is not a file" % FAKE)
-os.environ["DLB_TEST_CUDA_DRIVER"] = FAKE
+import ctypes  # noqa: E402
+
+_FAKE_DRIVER = ctypes.CDLL(FAKE, mode=ctypes.RTLD_GLOBAL)
+# The same fake under another SONAME, which dlbridge never finds: a
+# producer's driver in a process where dlbridge has none.
+FAKE_PRIVATE = os.path.join(os.path.dirname(FAKE), "libfake_cuda_private.so")
 
 import numpy as np  # noqa: E402
 
@@ -293,9 +299,10 @@ NO_DRIVER = textwrap.dedent("""
 
 
 def test_without_a_driver_cuda_memory_comes_in_plain():
-    env = dict(os.environ, DLB_TEST_CUDA_DRIVER="/nonexistent/libcuda.so.1")
+    if not os.path.isfile(FAKE_PRIVATE):
+        pytest.skip("%s is missing (build the tests)" % FAKE_PRIVATE)
     here = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([sys.executable, "-c", NO_DRIVER, here, FAKE], env=env,
+    r = subprocess.run([sys.executable, "-c", NO_DRIVER, here, FAKE_PRIVATE],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "no-driver ok"
