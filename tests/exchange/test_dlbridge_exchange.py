@@ -349,3 +349,29 @@ def test_many_producer_types_each_keep_their_table():
             assert values_of(t) == [float(i)]
     c = counts()
     assert c["from_py"] == 200 and c["dlpack"] == 0
+
+
+# -- a C __dlpack__ bound the way pybind11 and nanobind bind one ---------------
+
+
+def test_a_binding_style_c_method_falls_back_once_and_is_remembered():
+    """BoundXTensor.__dlpack__ is a C method without a text signature that
+    refuses keywords with "incompatible function arguments" (a binding
+    library's words, not CPython's): dlbridge asks it once with the 1.x
+    keywords, then without, and calls it without keywords from then on."""
+    method = xproducer.BoundXTensor.__dlpack__
+    assert method.__text_signature__ is None and not hasattr(method, "__code__")
+    x = xproducer.BoundXTensor([1.0, 2.0, 3.0], (3,))
+    t = dlbridge.from_dlpack(x)
+    assert t.data_ptr == x.data_ptr and values_of(t) == [1.0, 2.0, 3.0]
+    c = counts()
+    assert c["bound_calls"] == 2 and c["bound_refusals"] == 1  # asked once with the keywords
+    assert dlbridge._glue.is_legacy_producer(xproducer.BoundXTensor)
+    u = dlbridge.from_dlpack(x)
+    v = dlbridge.from_dlpack(x, copy=True)  # the copy is the library's, not asked of the producer
+    assert u.data_ptr == x.data_ptr and v.copied and v.data_ptr != x.data_ptr
+    c = counts()
+    assert c["bound_calls"] == 4 and c["bound_refusals"] == 1
+    del t, u, v
+    gc.collect()
+    assert counts()["deleters"] == counts()["exports"]

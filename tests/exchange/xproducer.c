@@ -15,6 +15,9 @@
  *     elements (default: compact row-major), non-negative, within storage.
  *   FrozenXTensor(...): the same as an immutable type (attributes fixed,
  *     not a base type), with the same table.
+ *   BoundXTensor(...): the same data with a __dlpack__ as binding libraries
+ *     (pybind11, nanobind) make it: no keywords, no text signature, its own
+ *     TypeError wording; no exchange table.
  *   xproducer.counts() -> dict of counters; xproducer.reset()
  *   xproducer.capsule(kind) -> a table capsule: "ok", "bad_name",
  *     "null_from_py", "major2" (a 2.0 table, nothing else), "major2_prev"
@@ -48,6 +51,8 @@ static struct {
   long long exports;      /* managed tensors this module made */
   long long deleters;     /* their deleters run */
   long long foreign_freed; /* deleters of wrapped foreign tensors called */
+  long long bound_calls;    /* BoundXTensor.__dlpack__ calls */
+  long long bound_refusals; /* ... refused for keyword arguments */
 } counts;
 
 static int failing = 0;
@@ -560,6 +565,37 @@ static PyType_Slot xtensor_slots[] = {
     {Py_tp_getset, xtensor_getset},
     {0, NULL}};
 
+/* BoundXTensor: what a binding library (pybind11, nanobind) makes of a
+ * __dlpack__ bound without keyword arguments: a C method with no text
+ * signature that refuses any keyword with its own words. No exchange table. */
+static PyObject* bound_dlpack(XTensor* self, PyObject* args, PyObject* kwargs) {
+  counts.bound_calls++;
+  if (PyTuple_Size(args) != 0 || (kwargs != NULL && PyDict_Size(kwargs) != 0)) {
+    counts.bound_refusals++;
+    PyErr_SetString(PyExc_TypeError,
+                    "__dlpack__(): incompatible function arguments. The following argument types are "
+                    "supported:\n    1. (self: xproducer.BoundXTensor) -> capsule");
+    return NULL;
+  }
+  return xtensor_dlpack(self, args, NULL);
+}
+
+static PyMethodDef bound_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))bound_dlpack, METH_VARARGS | METH_KEYWORDS, "DLPack export"},
+    {"__dlpack_device__", (PyCFunction)xtensor_dlpack_device, METH_NOARGS, "(1, 0)"},
+    {"tolist", (PyCFunction)xtensor_tolist, METH_NOARGS, "elements in row-major order"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot bound_slots[] = {
+    {Py_tp_dealloc, (void*)xtensor_dealloc},
+    {Py_tp_init, (void*)xtensor_init},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_methods, bound_methods},
+    {Py_tp_getset, xtensor_getset},
+    {0, NULL}};
+
+static PyType_Spec bound_spec = {"xproducer.BoundXTensor", sizeof(XTensor), 0, Py_TPFLAGS_DEFAULT, bound_slots};
+
 static PyType_Spec xtensor_spec = {"xproducer.XTensor", sizeof(XTensor), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
                                    xtensor_slots};
 static PyType_Spec frozen_spec = {"xproducer.FrozenXTensor", sizeof(XTensor), 0,
@@ -569,10 +605,11 @@ static PyType_Spec frozen_spec = {"xproducer.FrozenXTensor", sizeof(XTensor), 0,
 
 static PyObject* mod_counts(PyObject* m, PyObject* unused) {
   (void)m, (void)unused;
-  return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsL}", "dlpack", counts.dlpack, "allocator", counts.allocator,
+  return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsLsL}", "dlpack", counts.dlpack, "allocator", counts.allocator,
                        "from_py", counts.from_py, "to_py", counts.to_py, "dltensor", counts.dltensor,
                        "stream", counts.stream, "major2", counts.major2, "exports", counts.exports,
-                       "deleters", counts.deleters, "foreign_freed", counts.foreign_freed);
+                       "deleters", counts.deleters, "foreign_freed", counts.foreign_freed, "bound_calls",
+                       counts.bound_calls, "bound_refusals", counts.bound_refusals);
 }
 
 static PyObject* mod_reset(PyObject* m, PyObject* unused) {
@@ -644,6 +681,11 @@ PyMODINIT_FUNC PyInit_xproducer(void) {
   Py_INCREF(FrozenXTensorType);
   if (PyModule_AddObject(m, "FrozenXTensor", (PyObject*)FrozenXTensorType) != 0) {
     Py_DECREF(FrozenXTensorType);
+    goto fail;
+  }
+  PyObject* bound = PyType_FromSpec(&bound_spec);
+  if (bound == NULL || PyModule_AddObject(m, "BoundXTensor", bound) != 0) {
+    Py_XDECREF(bound);
     goto fail;
   }
   return m;
