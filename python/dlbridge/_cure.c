@@ -308,6 +308,7 @@ static int says_deleted(PyObject* obj) {
 static void raise_with_cause(PyObject* raised, PyObject* cause) {
   if (raised == NULL) {
     Py_XDECREF(cause);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
     return;
   }
   if (cause != NULL) PyException_SetCause(raised, cause);
@@ -347,6 +348,7 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
     return PyErr_NoMemory();
   }
   if (read_layout(obj, st) != 0) {
+    /* No layout to copy by: the refusal, with that reason. */
     free(st);
     PyObject *t2, *v2, *tb2;
     PyErr_Fetch(&t2, &v2, &tb2);
@@ -354,13 +356,15 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
     Py_XDECREF(t2);
     Py_XDECREF(v2);
     Py_XDECREF(tb2);
-    PyObject* raised = why != NULL ? PyObject_CallFunction(PyExc_BufferError, "s", refusal) : NULL;
-    if (raised != NULL) {
-      PyObject* notes = PyUnicode_FromFormat("%s; dlbridge cannot copy it to the host: %U", refusal, why);
-      Py_DECREF(raised);
-      raised = notes != NULL ? PyObject_CallFunction(PyExc_BufferError, "O", notes) : NULL;
-      Py_XDECREF(notes);
+    PyObject* raised = why != NULL ? PyObject_CallFunction(PyExc_BufferError, "s", "") : NULL;
+    PyObject* text = why != NULL ? PyUnicode_FromFormat("%s; dlbridge cannot copy it to the host: %U", refusal, why)
+                                 : NULL;
+    if (raised != NULL && text != NULL) {
+      PyObject* args = PyTuple_Pack(1, text);
+      if (args == NULL || PyObject_SetAttrString(raised, "args", args) != 0) Py_CLEAR(raised);
+      Py_XDECREF(args);
     }
+    Py_XDECREF(text);
     Py_XDECREF(why);
     raise_with_cause(raised, value);
     return NULL;
