@@ -119,3 +119,4 @@ from_dlpack = _glue.from_dlpack
 live_exports = _glue.live_exports
 
 from . import check  # noqa: E402  dlbridge.check(obj) and python -m dlbridge.check
+from ._share import share, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes
