@@ -180,17 +180,17 @@ dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
 // view, at its data address).
 void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) {  // an empty view's strides are not checked: no arithmetic on them
+      *lo = *hi = reinterpret_cast<std::uintptr_t>(t.data);
+      return;
+    }
+  }
   std::int64_t min_el = 0;
   std::int64_t max_el = 0;
-  bool empty = false;
   for (std::int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) empty = true;
     const std::int64_t reach = (t.shape[i] - 1) * t.strides[i];  // checked when the buffer was made
     if (reach < 0) min_el += reach; else max_el += reach;
-  }
-  if (empty) {
-    *lo = *hi = reinterpret_cast<std::uintptr_t>(t.data);
-    return;
   }
   const std::uint64_t bits = element_bits(t.dtype);
   if (bits % 8 != 0) {  // sub-byte elements are compact

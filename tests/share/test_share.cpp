@@ -496,6 +496,20 @@ TEST_F(BadDescription, Overflow) {
   expect(DLB_ERR_OVERFLOW, "64 bits");
 }
 
+TEST_F(BadDescription, EmptyWithHugeStridesOpensAndSharesOn) {
+  // Found by fuzz_share: an empty layout's strides are never multiplied.
+  put_le(bytes_ + kShape, static_cast<std::uint64_t>(1) << 61, 8);
+  put_le(bytes_ + kShape + 8, 0, 8);
+  put_le(bytes_ + kShape + 16, static_cast<std::uint64_t>(1) << 61, 8);
+  reseal(bytes_, size_);
+  dlb_buffer* out = nullptr;
+  ASSERT_EQ(dlb_buffer_open_shared(d_.fd, bytes_, size_, 0, &out), DLB_OK) << dlb_last_error_message();
+  EXPECT_EQ(dlb_buffer_nbytes(out), 0u);
+  dlb_share_descriptor again = share_of(out);
+  dlb_share_descriptor_close(&again);
+  dlb_buffer_release(out);
+}
+
 TEST_F(BadDescription, NegativeExtent) {
   put_le(bytes_ + kShape + 8, static_cast<std::uint64_t>(-1), 8);
   expect(DLB_ERR_MALFORMED, "shape[1]");
