@@ -135,6 +135,8 @@ def open_shared(fd: int, description: bytes, *, read_only: bool = False) -> Tens
     buffer = ctypes.c_void_p()
     _check(_c.dlb_buffer_open_shared(fd, bytes(description), len(description),
                                      DLB_SHARE_READ_ONLY if read_only else 0, ctypes.byref(buffer)))
+    if buffer.value is None:  # never on success; said rather than assumed
+        raise Error(14, "dlb_buffer_open_shared succeeded without a buffer")
     return _tensor_from_buffer(buffer.value)
 
 
