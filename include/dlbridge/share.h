@@ -1,4 +1,5 @@
-/*
+/**
+ * @file share.h
  * dlbridge: sharing tensors with other processes (Linux).
  *
  * A shared buffer's memory is an anonymous memory file (memfd_create),
@@ -58,9 +59,9 @@ extern "C" {
  * when the descriptor holds none.
  */
 typedef struct dlb_share_descriptor {
-  int32_t fd;
-  uint32_t size;
-  unsigned char description[DLB_SHARE_DESCRIPTION_MAX];
+  int32_t fd;        /**< the memory file, or -1 */
+  uint32_t size;     /**< bytes of `description` in use */
+  unsigned char description[DLB_SHARE_DESCRIPTION_MAX]; /**< the layout description */
 } dlb_share_descriptor;
 
 /**
