@@ -1365,4 +1365,6 @@ DLB_API int dlb_managed_tensor_alloc(DLTensor* prototype, DLManagedTensorVersion
 } /* extern "C" */
 #endif
 
+#include "dlbridge/share.h"
+
 #endif /* DLBRIDGE_DLBRIDGE_H_ */

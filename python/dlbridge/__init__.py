@@ -129,3 +129,6 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(".check", __name__)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+from ._share import share, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes

@@ -17,6 +17,7 @@ pub mod ffi;
 mod buffer;
 mod dtype;
 mod error;
+pub mod share;
 mod tensor;
 
 use std::ffi::CStr;

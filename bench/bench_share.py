@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Handing a float32 tensor to a worker process and getting its sum back:
+dlbridge sharing beside pickling a copy, multiprocessing.shared_memory with a
+numpy view, and torch.multiprocessing, in one run, as ratios.
+
+    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_share.py [--rounds R]
+
+Each way has its own worker process (forked before timing) that receives a
+tensor, sums it with numpy (the same code for every way), and sends the float back;
+a figure is the median round trip over R rounds (fewer for 128 MiB), in
+milliseconds. The tensor exists before the clock starts in the form each
+way sends: a dlbridge tensor in shared memory, a numpy array, a
+SharedMemory block holding the data, a torch tensor already moved to shared
+memory (share_memory_()). The receiving side maps or attaches it every
+round, as a consumer of a new tensor would.
+
+  dlbridge-queue   a dlbridge.Tensor on a multiprocessing queue (the
+                   ForkingPickler reducer; the file descriptor through the
+                   resource sharer)
+  dlbridge-socket  dlbridge.share_send / share_recv over a Unix socket
+  pickle-copy      the numpy array on a multiprocessing queue (its bytes
+                   pickled and piped)
+  shm-numpy        SharedMemory's name, shape and dtype on a queue; the
+                   worker attaches and views it with numpy
+  torch-mp         the torch tensor on a torch.multiprocessing queue
+
+The machine's load is printed (uptime) before and after: other processes
+share its cores.
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+import dlbridge
+
+try:
+    import torch
+    import torch.multiprocessing as tmp
+except ImportError:  # pragma: no cover
+    torch = None
+
+SIZES = [("4 KiB", 4 << 10), ("1 MiB", 1 << 20), ("128 MiB", 128 << 20)]
+
+
+def _worker_queue(kind, inq, outq):
+    from multiprocessing import shared_memory
+
+    while True:
+        item = inq.get()
+        if item is None:
+            return
+        if kind == "dlbridge-queue":
+            s = float(np.from_dlpack(item).sum())
+        elif kind == "pickle-copy":
+            s = float(item.sum())
+        elif kind == "shm-numpy":
+            name, n = item
+            block = shared_memory.SharedMemory(name=name)
+            view = np.ndarray((n,), dtype=np.float32, buffer=block.buf)
+            s = float(view.sum())
+            del view
+            block.close()
+        else:  # torch-mp: the same numpy sum over the tensor's memory
+            s = float(item.numpy().sum())
+        del item
+        outq.put(s)
+
+
+def _worker_socket(sock):
+    while True:
+        t = dlbridge.share_recv(sock)
+        if t is None:
+            return
+        s = float(np.from_dlpack(t).sum())
+        del t
+        sock.sendall(np.float64(s).tobytes())
+
+
+def median_ms(samples):
+    return statistics.median(samples) * 1e3
+
+
+def bench_queue(kind, payloads, rounds, ctx):
+    inq, outq = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_worker_queue, args=(kind, inq, outq))
+    p.start()
+    results = {}
+    try:
+        for label, payload, expect in payloads:
+            samples = []
+            for i in range(rounds[label] + 1):
+                t0 = time.perf_counter()
+                inq.put(payload)
+                s = outq.get()
+                dt = time.perf_counter() - t0
+                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect)), (kind, s, expect)
+                if i > 0:  # the first round warms the worker up
+                    samples.append(dt)
+            results[label] = median_ms(samples)
+    finally:
+        inq.put(None)
+        p.join()
+    return results
+
+
+def bench_socket(payloads, rounds):
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        a.close()
+        try:
+            _worker_socket(b)
+        finally:
+            os._exit(0)
+    b.close()
+    results = {}
+    try:
+        for label, payload, expect in payloads:
+            samples = []
+            for i in range(rounds[label] + 1):
+                t0 = time.perf_counter()
+                dlbridge.share_send(a, payload)
+                s = float(np.frombuffer(a.recv(8, socket.MSG_WAITALL), dtype=np.float64)[0])
+                dt = time.perf_counter() - t0
+                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect))
+                if i > 0:
+                    samples.append(dt)
+            results[label] = median_ms(samples)
+    finally:
+        a.close()
+        os.waitpid(pid, 0)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=50, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
+    args = ap.parse_args()
+    rounds = {"4 KiB": args.rounds, "1 MiB": args.rounds, "128 MiB": max(3, args.rounds // 5)}
+    print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    from multiprocessing import shared_memory
+
+    arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
+    sums = {label: float(a.sum()) for label, a in arrays.items()}
+    ctx = mp.get_context("fork")
+    results = {}
+
+    shared = {label: dlbridge.share(a) for label, a in arrays.items()}
+    results["dlbridge-queue"] = bench_queue("dlbridge-queue", [(l, shared[l], sums[l]) for l, _ in SIZES], rounds, ctx)
+    results["dlbridge-socket"] = bench_socket([(l, shared[l], sums[l]) for l, _ in SIZES], rounds)
+    results["pickle-copy"] = bench_queue("pickle-copy", [(l, arrays[l], sums[l]) for l, _ in SIZES], rounds, ctx)
+    blocks = {}
+    for label, a in arrays.items():
+        blocks[label] = shared_memory.SharedMemory(create=True, size=a.nbytes)
+        np.ndarray(a.shape, dtype=a.dtype, buffer=blocks[label].buf)[:] = a
+    try:
+        results["shm-numpy"] = bench_queue(
+            "shm-numpy", [(l, (blocks[l].name, arrays[l].size), sums[l]) for l, _ in SIZES], rounds, ctx)
+    finally:
+        for b in blocks.values():
+            b.close()
+            b.unlink()
+    if torch is not None:
+        tensors = {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
+        tctx = tmp.get_context("fork")
+        results["torch-mp"] = bench_queue("torch-mp", [(l, tensors[l], sums[l]) for l, _ in SIZES], rounds, tctx)
+
+    kinds = list(results)
+    print()
+    print("median round trip, ms (rounds: %s)" % ", ".join("%s %d" % (l, rounds[l]) for l, _ in SIZES))
+    print("%-16s" % "" + "".join("%12s" % l for l, _ in SIZES))
+    for k in kinds:
+        print("%-16s" % k + "".join("%12.3f" % results[k][l] for l, _ in SIZES))
+    print()
+    print("ratios: other way's time / dlbridge-queue's (above 1: dlbridge faster)")
+    for k in kinds:
+        if k == "dlbridge-queue":
+            continue
+        print("%-16s" % k + "".join("%12.2f" % (results[k][l] / results["dlbridge-queue"][l]) for l, _ in SIZES))
+    print()
+    print("ratios: other way's time / dlbridge-socket's")
+    for k in kinds:
+        if k == "dlbridge-socket":
+            continue
+        print("%-16s" % k + "".join("%12.2f" % (results[k][l] / results["dlbridge-socket"][l]) for l, _ in SIZES))
+    print("uptime after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    del shared
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+/**
+ * @file share.h
+ * dlbridge: sharing tensors with other processes (Linux).
+ *
+ * A shared buffer's memory is an anonymous memory file (memfd_create),
+ * sealed against shrinking and growing, so nothing is left behind in
+ * /dev/shm when a process dies. Its descriptor is a file descriptor plus a
+ * small versioned, self-checking description of the tensor laid over the
+ * file (dtype, shape, strides, byte offset, flags). Another process that
+ * receives both (over a Unix socket, dlb_share_send()/dlb_share_recv(), or
+ * across fork()) maps the file with dlb_buffer_open_shared() and gets an
+ * ordinary dlb_buffer over the same memory: writes on either side are seen
+ * by the other.
+ *
+ * This header is included by dlbridge.h and may also be included alone; it
+ * compiles as C99 and as C++.
+ */
+#ifndef DLBRIDGE_SHARE_H_
+#define DLBRIDGE_SHARE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlbridge/dlbridge.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @defgroup dlb_share Sharing with other processes
+ * @brief Buffers in shared memory, their descriptors, and passing them on.
+ * @{
+ */
+
+/** Version of the description format that this library writes and reads. */
+#define DLB_SHARE_DESCRIPTION_VERSION 1
+/** Bytes of a description's fixed part (before shape and strides). */
+#define DLB_SHARE_DESCRIPTION_HEADER 56
+/** Largest description: the fixed part, then shape and strides of
+ *  DLB_MAX_NDIM dimensions (8 bytes each). */
+#define DLB_SHARE_DESCRIPTION_MAX (DLB_SHARE_DESCRIPTION_HEADER + 16 * DLB_MAX_NDIM)
+
+/** dlb_buffer_share() flag: memory that is not shared yet is copied once
+ *  into new shared memory (else DLB_ERR_NOT_ZERO_COPY). */
+#define DLB_SHARE_COPY_IF_NEEDED (UINT64_C(1) << 0)
+/** dlb_buffer_share() flag: the receiver gets read-only access (the
+ *  descriptor's file descriptor is opened read-only). Implied for a
+ *  read-only buffer. dlb_buffer_open_shared() flag: map read-only even when
+ *  the descriptor allows writing. */
+#define DLB_SHARE_READ_ONLY (UINT64_C(1) << 1)
+
+/**
+ * What a receiving process needs to map a shared buffer.
+ *
+ * `description` holds `size` bytes in the format of
+ * DLB_SHARE_DESCRIPTION_VERSION: plain bytes that may be copied, stored and
+ * sent as they are (they hold no pointer). `fd` is the memory file; -1
+ * when the descriptor holds none.
+ */
+typedef struct dlb_share_descriptor {
+  int32_t fd;        /**< the memory file, or -1 */
+  uint32_t size;     /**< bytes of `description` in use */
+  unsigned char description[DLB_SHARE_DESCRIPTION_MAX]; /**< the layout description */
+} dlb_share_descriptor;
+
+/**
+ * Allocates a zero-filled compact row-major host tensor in shared memory.
+ *
+ * The memory is a sealed anonymous memory file, mapped readable and
+ * writable, page-aligned. It goes away (unmapped, file closed) when the
+ * last reference and the last export of the buffer are gone; another
+ * process that opened it keeps its own mapping.
+ * @param device must be {kDLCPU, 0}.
+ * @param dtype element type; must pass dlb_dtype_check().
+ * @param ndim 0 to DLB_MAX_NDIM.
+ * @param shape `ndim` extents, read during the call; NULL only when ndim is 0.
+ * @param out on success receives a new buffer with one reference, owned by
+ *        the caller (dlb_buffer_release). Untouched on failure, when nothing
+ *        is left allocated or open.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out or shape, ndim out of
+ *         range); DLB_ERR_MALFORMED (negative extent);
+ *         DLB_ERR_UNSUPPORTED_DTYPE; DLB_ERR_UNSUPPORTED_DEVICE (not the
+ *         CPU); DLB_ERR_OVERFLOW; DLB_ERR_OUT_OF_MEMORY (also when the
+ *         system refuses the memory file or its mapping, with its reason).
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim,
+                                           const int64_t* shape, dlb_buffer** out);
+
+/**
+ * The descriptor of a buffer for another process.
+ *
+ * A buffer whose elements lie in shared memory of this library (made by
+ * dlb_buffer_alloc_shared() or dlb_buffer_open_shared(), or any buffer
+ * viewing such memory, e.g. one imported back from a framework's view of
+ * it) is shared without a copy: the receiver sees the same memory. Other
+ * host-readable or backend memory is refused unless
+ * DLB_SHARE_COPY_IF_NEEDED is given; then it is copied once into new
+ * shared memory, which lives on in the descriptor's file only.
+ * @param buffer the buffer; not consumed (its reference stays the caller's).
+ * @param flags 0, DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY.
+ * @param out on success receives the description and a new file
+ *        descriptor (close-on-exec) that the caller owns: close it with
+ *        dlb_share_descriptor_close() once it is sent or no longer needed.
+ *        Untouched on failure, when no file descriptor is left open.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer or out, unknown
+ *         flag bits, or the system refused a file descriptor);
+ *         DLB_ERR_DELETED; DLB_ERR_NOT_ZERO_COPY (memory not shared and no
+ *         copy allowed: the message says what the memory is);
+ *         DLB_ERR_UNSUPPORTED_DEVICE (the copy cannot reach the memory);
+ *         DLB_ERR_OUT_OF_MEMORY and the statuses of a copy.
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out);
+
+/**
+ * Maps a shared buffer that another process (or this one) described.
+ *
+ * The description is checked completely before anything is mapped: its
+ * magic, version, declared size and checksum, its flags, dtype, shape and
+ * strides, and that every byte its layout reaches lies inside the file,
+ * whose size (fstat) must be the one it declares and which must be sealed
+ * against shrinking. The mapping is read-only when the description says
+ * read-only, when `flags` has DLB_SHARE_READ_ONLY, and then the buffer is
+ * DLB_BUFFER_READ_ONLY.
+ * @param fd the memory file; never taken: the caller keeps it and may close
+ *        it right after the call, on success or failure (the buffer keeps a
+ *        duplicate of its own, for sharing it on).
+ * @param description `size` bytes of description, read during the call.
+ * @param flags 0 or DLB_SHARE_READ_ONLY.
+ * @param out on success receives a new buffer with one reference, owned by
+ *        the caller; the mapping goes when the last reference and the last
+ *        export are gone. Untouched on failure, when nothing is mapped or
+ *        left open.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL description or out, fd
+ *         negative or not a sealed memory file, unknown flag bits);
+ *         DLB_ERR_MALFORMED (truncated or oversized, not a description,
+ *         checksum mismatch, unknown description flags, a file size other
+ *         than the file's, a negative extent, a layout reaching outside the
+ *         file); DLB_ERR_VERSION (another description version);
+ *         DLB_ERR_UNSUPPORTED_DTYPE; DLB_ERR_UNSUPPORTED_DEVICE (not host
+ *         memory); DLB_ERR_UNSUPPORTED_LAYOUT (strided sub-byte elements);
+ *         DLB_ERR_OVERFLOW (extents or strides whose bytes pass 64 bits);
+ *         DLB_ERR_READ_ONLY (a writable description over a file descriptor
+ *         opened read-only, without DLB_SHARE_READ_ONLY);
+ *         DLB_ERR_OUT_OF_MEMORY (the mapping was refused).
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
+                                          dlb_buffer** out);
+
+/**
+ * Closes the descriptor's file descriptor (when it is not -1) and sets it
+ * to -1. NULL-safe; calling it twice is harmless.
+ */
+DLB_API void dlb_share_descriptor_close(dlb_share_descriptor* descriptor);
+
+/**
+ * Sends a descriptor over a connected Unix socket (stream, seqpacket or
+ * datagram): the description bytes, with the file descriptor attached
+ * (SCM_RIGHTS) to the first byte. Blocks until all is written; EINTR is
+ * retried; no SIGPIPE is raised.
+ * @param socket_fd the socket; not closed.
+ * @param descriptor read during the call; its fd stays the caller's (the
+ *        receiver gets a duplicate): close it after sending.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL descriptor, no fd, a size
+ *         out of range, or the socket failed: the message has the system's
+ *         reason).
+ * Thread-safe (one sender per socket at a time).
+ */
+DLB_API dlb_status dlb_share_send(int32_t socket_fd, const dlb_share_descriptor* descriptor);
+
+/**
+ * Receives one descriptor sent by dlb_share_send().
+ *
+ * Only the bytes of the framing are checked here (a description's declared
+ * size, a file descriptor attached); dlb_buffer_open_shared() checks the
+ * rest.
+ * @param socket_fd the socket; not closed.
+ * @param out on success receives the description and a new file descriptor
+ *        (close-on-exec) owned by the caller; at the end of a stream (the
+ *        peer closed before sending another byte) DLB_OK with `out->fd` -1
+ *        and `out->size` 0. Untouched on failure, when every file
+ *        descriptor that arrived has been closed.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out, or the socket failed:
+ *         the message has the system's reason); DLB_ERR_MALFORMED (a
+ *         message cut short, too large, without a file descriptor or with
+ *         more than one).
+ * Thread-safe (one receiver per socket at a time).
+ */
+DLB_API dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);
+
+/**
+ * Shared-memory mappings this library holds in this process (made by
+ * dlb_buffer_alloc_shared() or dlb_buffer_open_shared() and not yet
+ * unmapped). For leak checks. Thread-safe.
+ */
+DLB_API int64_t dlb_shared_mappings(void);
+/** @} */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DLBRIDGE_SHARE_H_ */

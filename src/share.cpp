@@ -1,0 +1,350 @@
+// Shared host memory: sealed memory files, their descriptions, and buffers
+// over their mappings (include/dlbridge/share.h).
+//
+// A mapping this library made is recorded in a process-wide table keyed by
+// address, so that any buffer whose elements lie inside one (the buffer
+// itself, or a buffer imported back from a framework's view of it) is
+// shared without a copy. The buffers are wrapped buffers whose release
+// callback unmaps, closes and forgets the mapping.
+#include <dlbridge/dlbridge.h>
+#include <dlbridge/share.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buffer.hpp"
+#include "dtype.hpp"
+#include "errors.hpp"
+#include "layout.hpp"
+#include "share_format.hpp"
+
+using dlb::set_error;
+
+namespace dlb::share {
+namespace {
+
+struct Mapping {
+  unsigned char* base;
+  std::size_t size;
+  int fd;          // the memory file, kept for sharing the buffer on
+  bool read_only;  // mapped PROT_READ
+};
+
+std::mutex table_mutex;
+std::map<std::uintptr_t, Mapping*>& table() {
+  static std::map<std::uintptr_t, Mapping*>* t = new std::map<std::uintptr_t, Mapping*>;  // never destroyed
+  return *t;
+}
+std::atomic<std::int64_t> mapping_count{0};
+
+// The mapping holding bytes [lo, hi), or nullptr. Called under table_mutex.
+Mapping* find_locked(std::uintptr_t lo, std::uintptr_t hi) {
+  auto& t = table();
+  auto it = t.upper_bound(lo);
+  if (it == t.begin()) return nullptr;
+  --it;
+  Mapping* m = it->second;
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(m->base);
+  if (lo < base || hi > base + m->size) return nullptr;
+  return m;
+}
+
+void unmap(Mapping* m) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    table().erase(reinterpret_cast<std::uintptr_t>(m->base));
+  }
+  munmap(m->base, m->size);
+  close(m->fd);
+  mapping_count.fetch_sub(1, std::memory_order_relaxed);
+  delete m;
+}
+
+void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
+
+// Maps `size` bytes of `fd` (owned by the mapping from now on, also on
+// failure) and records it. nullptr with the error set on failure.
+Mapping* map_file(int fd, std::size_t size, bool read_only) noexcept {
+  void* base = mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    set_error(DLB_ERR_OUT_OF_MEMORY, "mapping %zu bytes of shared memory failed: %s", size, std::strerror(e));
+    return nullptr;
+  }
+  Mapping* m = new (std::nothrow) Mapping{static_cast<unsigned char*>(base), size, fd, read_only};
+  if (m == nullptr) {
+    munmap(base, size);
+    close(fd);
+    set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
+    return nullptr;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(table_mutex);
+    table().emplace(reinterpret_cast<std::uintptr_t>(m->base), m);
+  } catch (...) {
+    munmap(base, size);
+    close(fd);
+    delete m;
+    set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
+    return nullptr;
+  }
+  mapping_count.fetch_add(1, std::memory_order_relaxed);
+  return m;
+}
+
+// A buffer over a recorded mapping; the mapping goes with the buffer (also
+// when this fails).
+dlb_status wrap_mapping(Mapping* m, const DLTensor& view, bool read_only, dlb_buffer** out) noexcept {
+  DLTensor v = view;
+  v.data = m->base;
+  const dlb_status s = dlb_buffer_wrap(&v, read_only ? DLB_BUFFER_READ_ONLY : 0, release_mapping, m, out);
+  if (s != DLB_OK) unmap(m);  // keeps wrap's message: unmap sets none
+  return s;
+}
+
+std::size_t page_size() noexcept {
+  const long p = sysconf(_SC_PAGESIZE);
+  return p > 0 ? static_cast<std::size_t>(p) : 4096;
+}
+
+dlb_status alloc_impl(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
+                      dlb_buffer** out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  DLTensor view;
+  std::memset(&view, 0, sizeof view);
+  view.device = device;
+  view.dtype = dtype;
+  view.ndim = ndim;
+  view.shape = const_cast<std::int64_t*>(shape);
+  LayoutInfo info;
+  DLB_TRY(check_layout(&view, Origin::argument, false, &info));
+  if (device_type_of(device) != kDLCPU || device.device_id != 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "dlb_buffer_alloc_shared allocates host memory only; device %s:%d "
+                     "was asked for", device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
+  // At least one page, so that an empty tensor has a mapping too.
+  const std::size_t page = page_size();
+  if (info.nbytes > SIZE_MAX - page || info.nbytes > static_cast<std::uint64_t>(INT64_MAX) - page)
+    return set_error(DLB_ERR_OVERFLOW, "%" PRIu64 " bytes of shared memory cannot be allocated", info.nbytes);
+  std::size_t size = static_cast<std::size_t>(info.nbytes);
+  size = size == 0 ? page : (size + page - 1) / page * page;
+  const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int e = errno;
+    close(fd);
+    return set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int e = errno;
+    close(fd);
+    return set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
+  }
+  Mapping* m = map_file(fd, size, false);
+  if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  return wrap_mapping(m, view, false, out);
+}
+
+// A new close-on-exec file descriptor for `m`'s file, read-only if asked.
+dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
+  int fd;
+  if (read_only && !m.read_only) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", m.fd);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "reopening the shared memory read-only (%s) failed: %s", path,
+                       std::strerror(errno));
+  } else {
+    fd = fcntl(m.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating the shared memory's file descriptor failed: %s",
+                       std::strerror(errno));
+  }
+  *out = fd;
+  return DLB_OK;
+}
+
+// Bytes [lo, hi) of host memory the view reaches (lo == hi for an empty
+// view, at its data address).
+void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
+  const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) {  // an empty view's strides are not checked: no arithmetic on them
+      *lo = *hi = reinterpret_cast<std::uintptr_t>(t.data);
+      return;
+    }
+  }
+  std::int64_t min_el = 0;
+  std::int64_t max_el = 0;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    const std::int64_t reach = (t.shape[i] - 1) * t.strides[i];  // checked when the buffer was made
+    if (reach < 0) min_el += reach; else max_el += reach;
+  }
+  const std::uint64_t bits = element_bits(t.dtype);
+  if (bits % 8 != 0) {  // sub-byte elements are compact
+    std::uint64_t numel = 1;
+    for (std::int32_t i = 0; i < t.ndim; ++i) numel *= static_cast<std::uint64_t>(t.shape[i]);
+    *lo = origin;
+    *hi = origin + (numel * bits + 7) / 8;
+    return;
+  }
+  const std::int64_t esize = static_cast<std::int64_t>(bits / 8);
+  *lo = origin + static_cast<std::uintptr_t>(min_el * esize);
+  *hi = origin + static_cast<std::uintptr_t>((max_el + 1) * esize);
+}
+
+dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descriptor* out) {
+  if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  constexpr std::uint64_t known = DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY;
+  if ((flags & ~known) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has bits 0x%" PRIx64 " that dlb_buffer_share does not take",
+                     flags & ~known);
+  DLTensor t;
+  DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
+  const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  if (device_type_of(t.device) == kDLCPU && t.data != nullptr) {
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    view_span(t, &lo, &hi);
+    int fd = -1;
+    std::uint64_t file_size = 0;
+    std::uint64_t offset = 0;
+    bool mapped_read_only = false;
+    bool found = false;
+    {
+      std::lock_guard<std::mutex> lock(table_mutex);
+      if (Mapping* m = find_locked(lo, hi)) {
+        found = true;
+        DLB_TRY(file_for(*m, read_only, &fd));
+        file_size = m->size;
+        offset = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - reinterpret_cast<std::uintptr_t>(m->base);
+        mapped_read_only = m->read_only;
+      }
+    }
+    if (found) {
+      DLTensor d = t;
+      d.byte_offset = offset;
+      out->fd = fd;
+      out->size = static_cast<std::uint32_t>(
+          write_description(d, file_size, read_only || mapped_read_only ? kDescReadOnly : 0, out->description));
+      return DLB_OK;
+    }
+  }
+  if ((flags & DLB_SHARE_COPY_IF_NEEDED) == 0) {
+    const bool host = device_is_host_readable(device_type_of(t.device)) && t.data != nullptr;
+    return set_error(DLB_ERR_NOT_ZERO_COPY,
+                     "the buffer's memory (%s on %s:%d) is not shared memory, and a copy was not allowed "
+                     "(DLB_SHARE_COPY_IF_NEEDED); allocate it with dlb_buffer_alloc_shared to share it without one",
+                     host ? "host memory" : "memory the host cannot map", device_type_name(device_type_of(t.device)),
+                     static_cast<int>(t.device.device_id));
+  }
+  // One copy, straight into new shared memory.
+  dlb_buffer* copy = nullptr;
+  DLB_TRY(alloc_impl(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &copy));
+  DLTensor ct;
+  dlb_buffer_dltensor(copy, &ct);
+  dlb_status s = buffer_copy_out(buffer, ct.data, dlb_buffer_nbytes(copy), DLB_STREAM_NONE);
+  if (s == DLB_OK) s = share_impl(copy, read_only ? DLB_SHARE_READ_ONLY : 0, out);
+  dlb_buffer_release(copy);
+  return s;
+}
+
+dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size, std::uint64_t flags,
+                     dlb_buffer** out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (description == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "description is NULL");
+  if ((flags & ~DLB_SHARE_READ_ONLY) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "flags has bits 0x%" PRIx64 " that dlb_buffer_open_shared does not take",
+                     flags & ~DLB_SHARE_READ_ONLY);
+  if (fd < 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
+  Description d;
+  DLB_TRY(parse_description(description, size, &d));
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 ": fstat failed: %s", fd, std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 " is not a memory file (not a regular file)", fd);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "fd %" PRId32 " is not a memory file sealed against shrinking, so its pages could vanish under "
+                     "the mapping",
+                     fd);
+  if (static_cast<std::uint64_t>(st.st_size) != d.file_size)
+    return set_error(DLB_ERR_MALFORMED, "the description says the file has %" PRIu64 " bytes; it has %" PRIu64,
+                     d.file_size, static_cast<std::uint64_t>(st.st_size));
+  if (d.file_size > SIZE_MAX || d.file_size == 0)
+    return set_error(DLB_ERR_MALFORMED, "the description's file size %" PRIu64 " cannot be mapped", d.file_size);
+  const int mode = fcntl(fd, F_GETFL);
+  if (mode < 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 ": F_GETFL failed: %s", fd, std::strerror(errno));
+  const bool fd_read_only = (mode & O_ACCMODE) == O_RDONLY;
+  const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0;
+  if (fd_read_only && !read_only)
+    return set_error(DLB_ERR_READ_ONLY,
+                     "the description allows writing but fd %" PRId32 " was opened read-only; open it with "
+                     "DLB_SHARE_READ_ONLY",
+                     fd);
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating fd %" PRId32 " failed: %s", fd, std::strerror(errno));
+  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only);
+  if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  DLTensor view;
+  std::memset(&view, 0, sizeof view);
+  view.device = DLDevice{kDLCPU, 0};
+  view.dtype = d.dtype;
+  view.ndim = d.ndim;
+  view.shape = d.shape;
+  view.strides = d.strides;
+  view.byte_offset = d.byte_offset;
+  return wrap_mapping(m, view, read_only, out);
+}
+
+}  // namespace
+}  // namespace dlb::share
+
+extern "C" {
+
+DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim, const int64_t* shape,
+                                           dlb_buffer** out) {
+  return dlb::firewall(__func__, [&] { return dlb::share::alloc_impl(device, dtype, ndim, shape, out); });
+}
+
+DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out) {
+  return dlb::firewall(__func__, [&] { return dlb::share::share_impl(buffer, flags, out); });
+}
+
+DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
+                                          dlb_buffer** out) {
+  return dlb::firewall(__func__, [&] { return dlb::share::open_impl(fd, description, size, flags, out); });
+}
+
+DLB_API void dlb_share_descriptor_close(dlb_share_descriptor* descriptor) {
+  dlb::firewall_void(__func__, [&] {
+    if (descriptor == nullptr || descriptor->fd < 0) return;
+    close(descriptor->fd);
+    descriptor->fd = -1;
+  });
+}
+
+DLB_API int64_t dlb_shared_mappings(void) {
+  return dlb::firewall_value(__func__, int64_t{-1},
+                             [] { return dlb::share::mapping_count.load(std::memory_order_relaxed); });
+}
+
+}  // extern "C"

@@ -1,0 +1,166 @@
+// Writing and checking shared-buffer descriptions (format in
+// share_format.hpp). The parser trusts nothing: every field is checked, and
+// the layout's byte extent is computed with overflow checks and compared
+// with the declared file size before anyone maps anything.
+#include "share_format.hpp"
+
+#include <cinttypes>
+#include <cstring>
+
+#include "dtype.hpp"
+#include "errors.hpp"
+#include "layout.hpp"
+
+namespace dlb::share {
+namespace {
+
+constexpr unsigned char kMagic[4] = {'D', 'L', 'B', 'S'};
+
+void put(unsigned char* p, std::uint64_t v, int n) noexcept {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+std::uint64_t get(const unsigned char* p, int n) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept {
+  std::uint32_t h = 2166136261u;
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned char c = (i >= 12 && i < 16) ? 0 : p[i];
+    h = (h ^ c) * 16777619u;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::size_t write_description(const DLTensor& t, std::uint64_t file_size, std::uint64_t flags,
+                              unsigned char* out) noexcept {
+  const std::size_t ndim = static_cast<std::size_t>(t.ndim);
+  const std::size_t size = kDescHeader + 16 * ndim;
+  std::memset(out, 0, size);
+  std::memcpy(out, kMagic, 4);
+  put(out + 4, DLB_SHARE_DESCRIPTION_VERSION, 2);
+  put(out + 8, size, 4);
+  put(out + 16, flags, 8);
+  put(out + 24, file_size, 8);
+  put(out + 32, t.byte_offset, 8);
+  put(out + 40, static_cast<std::uint32_t>(device_type_of(t.device)), 4);
+  put(out + 44, static_cast<std::uint32_t>(t.device.device_id), 4);
+  out[48] = t.dtype.code;
+  out[49] = t.dtype.bits;
+  put(out + 50, t.dtype.lanes, 2);
+  put(out + 52, static_cast<std::uint32_t>(t.ndim), 4);
+  for (std::size_t i = 0; i < ndim; ++i) {
+    put(out + kDescHeader + 8 * i, static_cast<std::uint64_t>(t.shape[i]), 8);
+    put(out + kDescHeader + 8 * (ndim + i), static_cast<std::uint64_t>(t.strides[i]), 8);
+  }
+  put(out + 12, checksum(out, size), 4);
+  return size;
+}
+
+std::uint32_t declared_size(const unsigned char* prefix) noexcept {
+  if (std::memcmp(prefix, kMagic, 4) != 0) return 0;
+  return static_cast<std::uint32_t>(get(prefix + 8, 4));
+}
+
+dlb_status parse_description(const void* bytes, std::size_t size, Description* out) noexcept {
+  const unsigned char* p = static_cast<const unsigned char*>(bytes);
+  if (size < kDescPrefix)
+    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu bytes, its prefix alone has %zu",
+                     size, kDescPrefix);
+  if (std::memcmp(p, kMagic, 4) != 0)
+    return set_error(DLB_ERR_MALFORMED,
+                     "not a dlbridge share description: it starts with bytes %02x %02x %02x %02x, not \"DLBS\"",
+                     p[0], p[1], p[2], p[3]);
+  const std::uint64_t version = get(p + 4, 2);
+  if (version != DLB_SHARE_DESCRIPTION_VERSION)
+    return set_error(DLB_ERR_VERSION, "the share description has version %" PRIu64 "; this library reads version %d",
+                     version, DLB_SHARE_DESCRIPTION_VERSION);
+  const std::uint64_t declared = get(p + 8, 4);
+  if (declared > size)
+    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu of the %" PRIu64 " bytes it declares",
+                     size, declared);
+  if (declared < size)
+    return set_error(DLB_ERR_MALFORMED, "the share description declares %" PRIu64 " bytes but %zu were given",
+                     declared, size);
+  if (size < kDescHeader)
+    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu bytes, its fixed part has %zu",
+                     size, kDescHeader);
+  const std::uint32_t sum = checksum(p, size);
+  if (sum != get(p + 12, 4))
+    return set_error(DLB_ERR_MALFORMED, "the share description's checksum is 0x%08" PRIx64 " but its bytes give 0x%08"
+                     PRIx32 " (corrupted)", get(p + 12, 4), sum);
+  if (get(p + 6, 2) != 0)
+    return set_error(DLB_ERR_MALFORMED, "the share description's reserved field is %" PRIu64 ", not 0", get(p + 6, 2));
+  Description d;
+  d.flags = get(p + 16, 8);
+  if ((d.flags & ~kDescReadOnly) != 0)
+    return set_error(DLB_ERR_MALFORMED, "the share description has unknown flag bits 0x%" PRIx64,
+                     d.flags & ~kDescReadOnly);
+  d.file_size = get(p + 24, 8);
+  d.byte_offset = get(p + 32, 8);
+  const std::int32_t device_type = static_cast<std::int32_t>(get(p + 40, 4));
+  const std::int32_t device_id = static_cast<std::int32_t>(get(p + 44, 4));
+  if (device_type != kDLCPU || device_id != 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "the share description is for device %" PRId32 ":%" PRId32
+                     "; shared memory is host memory (%d:0)", device_type, device_id, static_cast<int>(kDLCPU));
+  d.dtype.code = p[48];
+  d.dtype.bits = p[49];
+  d.dtype.lanes = static_cast<std::uint16_t>(get(p + 50, 2));
+  d.ndim = static_cast<std::int32_t>(get(p + 52, 4));
+  if (d.ndim < 0 || d.ndim > DLB_MAX_NDIM)
+    return set_error(DLB_ERR_MALFORMED, "the share description's ndim is %" PRId32 " (0 to %d)", d.ndim, DLB_MAX_NDIM);
+  const std::size_t ndim = static_cast<std::size_t>(d.ndim);
+  if (size != kDescHeader + 16 * ndim)
+    return set_error(DLB_ERR_MALFORMED, "the share description has %zu bytes; ndim %" PRId32 " needs %zu", size,
+                     d.ndim, kDescHeader + 16 * ndim);
+  for (std::size_t i = 0; i < ndim; ++i) {
+    d.shape[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * i, 8));
+    d.strides[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * (ndim + i), 8));
+  }
+  DLTensor t;
+  std::memset(&t, 0, sizeof t);
+  t.device = DLDevice{kDLCPU, 0};
+  t.dtype = d.dtype;
+  t.ndim = d.ndim;
+  t.shape = d.shape;
+  t.strides = d.strides;
+  t.byte_offset = d.byte_offset;
+  LayoutInfo info;
+  DLB_TRY(check_layout(&t, Origin::incoming, false, &info));
+  if (!byte_addressable(d.dtype) && !info.contiguous && !info.empty)
+    return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
+                     "the share description lays sub-byte elements (%u bits) out with strides; they must be compact",
+                     static_cast<unsigned>(element_bits(d.dtype)));
+  if (!info.empty) {
+    // Bytes [first, end) of the file that the layout reaches.
+    const std::uint64_t esize = byte_addressable(d.dtype) ? element_bits(d.dtype) / 8 : 1;
+    std::uint64_t below = 0;  // bytes before element 0
+    std::uint64_t span = 0;   // bytes from element 0 on
+    if (byte_addressable(d.dtype)) {
+      if (__builtin_mul_overflow(std::uint64_t{0} - static_cast<std::uint64_t>(info.min_offset), esize, &below) ||
+          __builtin_mul_overflow(static_cast<std::uint64_t>(info.max_offset) + 1, esize, &span))
+        return set_error(DLB_ERR_OVERFLOW, "the share description's layout spans more than 64 bits of bytes");
+    } else {
+      span = info.nbytes;
+    }
+    std::uint64_t end = 0;
+    if (__builtin_add_overflow(d.byte_offset, span, &end))
+      return set_error(DLB_ERR_OVERFLOW, "the share description's byte offset %" PRIu64 " plus its extent passes 64 bits",
+                       d.byte_offset);
+    if (below > d.byte_offset)
+      return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches %" PRIu64
+                       " bytes before the start of the file (byte offset %" PRIu64 ")",
+                       below - d.byte_offset, d.byte_offset);
+    if (end > d.file_size)
+      return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches byte %" PRIu64
+                       " but the file it declares has %" PRIu64 " bytes", end, d.file_size);
+  }
+  *out = d;
+  return DLB_OK;
+}
+
+}  // namespace dlb::share

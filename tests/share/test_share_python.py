@@ -1,0 +1,352 @@
+"""dlbridge.share, Unix-socket passing and multiprocessing pickling by
+sharing, from Python: same memory on both sides (writes seen both ways),
+exact statuses, and no export, mapping or file descriptor left behind.
+
+Run: PYTHONPATH=<build>/python DLB_SHARE_EXAMPLE=<build>/tests/share/share_tensor \
+     python3 -m pytest tests/share
+"""
+
+import gc
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import dlbridge
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+
+
+def element(t, i, ctype=None):
+    """Element i of a 1-d tensor, read through its address (numpy 1.24 and
+    torch 1.13 take legacy capsules only, which a read-only tensor refuses)."""
+    import ctypes
+
+    ctype = ctype or ctypes.c_float
+    return ctype.from_address(t.data_ptr + i * ctypes.sizeof(ctype)).value
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd")) - 1
+
+
+def shared_maps():
+    with open("/proc/self/maps") as f:
+        return sum("memfd:dlbridge-shared" in line for line in f)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def process_wide_helpers():
+    """Starts what multiprocessing keeps for the whole process (the resource
+    sharer's listener, the fork server), so that the per-test counts see
+    only what a test leaves."""
+    from multiprocessing import forkserver, resource_sharer
+
+    fd = os.dup(0)
+    dup = resource_sharer.DupFd(fd)  # served to ourselves at once
+    os.close(fd)
+    os.close(dup.detach())
+    forkserver.ensure_running()
+    yield
+
+
+@pytest.fixture(autouse=True)
+def nothing_left(process_wide_helpers):
+    gc.collect()
+    start = (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds())
+    yield
+    gc.collect()
+    assert (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds()) == start
+
+
+def test_share_copies_other_memory_once_and_keeps_shared_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dlbridge.share(a)
+    assert t.shape == (3, 4) and t.dtype == "float32"
+    assert t.data_ptr != a.ctypes.data  # a copy: numpy's memory is not shared
+    assert np.array_equal(np.from_dlpack(t), a)
+    assert dlbridge.shared_mappings() >= 1
+    assert dlbridge.share(t) is t  # shared already
+    g = torch.from_dlpack(t)
+    view = dlbridge.share(g[1:])  # a framework's view into shared memory: no copy
+    assert view.data_ptr == t.data_ptr + 16
+    g[1, 0] = 40.0
+    assert np.from_dlpack(view)[0, 0] == 40.0
+    del g, view, t
+
+
+def test_share_of_a_read_only_tensor_is_read_only():
+    t = dlbridge.share(np.arange(4, dtype=np.int64))
+    fd, description = dlbridge._share.descriptor(t, read_only=True)
+    try:
+        r = dlbridge._share.open_shared(fd, description)
+    finally:
+        os.close(fd)
+    assert r.readonly and not t.readonly
+    torch.from_dlpack(t)[2] = 9
+    import ctypes
+
+    assert element(r, 2, ctypes.c_int64) == 9
+    del r, t
+
+
+def test_bad_descriptions_raise_precise_errors():
+    t = dlbridge.empty((8,), "float32")
+    with pytest.raises(dlbridge.Error) as e:
+        dlbridge._share.descriptor(t)
+    assert e.value.status_name == "DLB_ERR_NOT_ZERO_COPY"
+    s = dlbridge.share(t)
+    fd, description = dlbridge._share.descriptor(s)
+    try:
+        with pytest.raises(dlbridge.Error) as e:
+            dlbridge._share.open_shared(fd, description[:-1])
+        assert e.value.status_name == "DLB_ERR_MALFORMED" and "truncated" in str(e.value)
+        with pytest.raises(dlbridge.Error) as e:
+            dlbridge._share.open_shared(fd, description[:4] + b"\x07\x00" + description[6:])
+        assert e.value.status_name == "DLB_ERR_VERSION"
+        with pytest.raises(dlbridge.Error) as e:
+            dlbridge._share.open_shared(fd, description[:-1] + bytes([description[-1] ^ 1]))
+        assert e.value.status_name == "DLB_ERR_MALFORMED" and "checksum" in str(e.value)
+    finally:
+        os.close(fd)
+    del s, t
+
+
+def test_plain_pickle_still_refuses():
+    t = dlbridge.share(np.zeros(3, dtype=np.float32))
+    with pytest.raises(TypeError, match="pickled"):
+        pickle.dumps(t)
+    del t
+
+
+def test_socket_round_trip_in_one_process():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        t = dlbridge.share(np.arange(6, dtype=np.float64))
+        dlbridge.share_send(a, t)
+        dlbridge.share_send(a, np.ones(2, dtype=np.int32))  # shared on the way
+        r = dlbridge.share_recv(b)
+        o = dlbridge.share_recv(b)
+        assert np.array_equal(np.from_dlpack(o), [1, 1])
+        torch.from_dlpack(r)[5] = -1.0
+        assert np.from_dlpack(t)[5] == -1.0
+        a.close()
+        assert dlbridge.share_recv(b) is None  # end of stream
+        del r, o, t
+
+
+# ---------------------------------------------------------------------------
+# multiprocessing, all start methods
+# ---------------------------------------------------------------------------
+
+
+def _child(q, r, ev):
+    x = q.get()  # a dlbridge.Tensor, mapped here
+    r.put(("seen", element(x, 0), x.readonly))
+    if not x.readonly:
+        torch.from_dlpack(x)[1] = 42.0  # the parent sees this
+    ev.wait()
+    r.put(("later", element(x, 2)))  # and this child sees the parent's write
+    del x
+    gc.collect()
+    r.put(("left", dlbridge.live_exports(), dlbridge.shared_mappings()))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("readonly", [False, True])
+def test_multiprocessing_shares_memory(method, readonly):
+    import multiprocessing as mp
+
+    ctx = mp.get_context(method)
+    q, r, ev = ctx.Queue(), ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=_child, args=(q, r, ev))
+    p.start()
+    t = dlbridge.share(np.zeros(4, dtype=np.float32))
+    g = torch.from_dlpack(t)
+    g[0] = 7.0
+    sent = t
+    if readonly:
+        fd, description = dlbridge._share.descriptor(t, read_only=True)
+        try:
+            sent = dlbridge._share.open_shared(fd, description)
+        finally:
+            os.close(fd)
+    q.put(sent)
+    assert r.get(timeout=60) == ("seen", 7.0, readonly)
+    g[2] = 5.0
+    ev.set()
+    assert r.get(timeout=60) == ("later", 5.0)
+    tag, exports, mappings = r.get(timeout=60)
+    p.join(60)
+    assert p.exitcode == 0
+    assert (tag, exports) == ("left", 0)
+    assert float(g[1]) == (0.0 if readonly else 42.0)
+    q.close(), r.close()
+    q.join_thread(), r.join_thread()
+    del g, t, sent
+
+
+def _pool_sum(x):
+    return float(torch.from_dlpack(x).sum())
+
+
+def test_pool_with_a_copy_into_shared_memory():
+    import multiprocessing as mp
+
+    t = dlbridge.from_dlpack(np.arange(100, dtype=np.float32))  # not shared: one copy when pickled
+    with mp.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_pool_sum, (t,)) == 4950.0
+    del t
+
+
+# ---------------------------------------------------------------------------
+# Lifetimes across processes
+# ---------------------------------------------------------------------------
+
+
+def _fork(body):
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = body()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def test_receiver_dies_producer_intact():
+    a, b = socket.socketpair()
+    t = dlbridge.share(np.arange(1024, dtype=np.float32))
+
+    def receiver():
+        a.close()
+        x = dlbridge.share_recv(b)
+        torch.from_dlpack(x)[0] = -5.0
+        os.kill(os.getpid(), signal.SIGKILL)  # dies holding the mapping
+
+    pid = _fork(receiver)
+    b.close()
+    dlbridge.share_send(a, t)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    x = np.from_dlpack(t)
+    assert x[0] == -5.0 and x[1023] == 1023.0
+    a.close()
+    del x, t
+
+
+def test_producer_dies_after_sending_mapping_stays_valid():
+    a, b = socket.socketpair()
+
+    def producer():
+        b.close()
+        t = dlbridge.share(np.full(4096, 3.0, dtype=np.float32))
+        dlbridge.share_send(a, t)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pid = _fork(producer)
+    a.close()
+    x = dlbridge.share_recv(b)
+    os.waitpid(pid, 0)
+    assert float(torch.from_dlpack(x).sum()) == 3.0 * 4096
+    torch.from_dlpack(x)[:] = 1.0  # still writable memory after its producer is gone
+    assert float(torch.from_dlpack(x).sum()) == 4096.0
+    b.close()
+    del x
+
+
+def _stress_peer(role, sock_fd, seed):
+    # A child that streams tensors (producer) or takes them (receiver) until
+    # the parent kills it at a random point.
+    s = socket.socket(fileno=sock_fd)
+    rng = np.random.default_rng(seed)
+    if role == "producer":
+        while True:
+            dlbridge.share_send(s, np.full(int(rng.integers(1, 5000)), 1.0, dtype=np.float32))
+    while True:
+        x = dlbridge.share_recv(s)
+        if x is None:
+            return 0
+        torch.from_dlpack(x).add_(1)
+        del x
+
+
+@pytest.mark.parametrize("role", ["producer", "receiver"])
+def test_killing_the_peer_at_random_points_leaks_nothing(role):
+    rng = np.random.default_rng(1234 if role == "producer" else 4321)
+    for round_ in range(12):
+        a, b = socket.socketpair()
+        pid = _fork(lambda: (a.close(), _stress_peer(role, b.detach(), round_))[1])
+        b.close()
+        deadline = time.monotonic() + float(rng.uniform(0.001, 0.05))
+        got = []
+        try:
+            while time.monotonic() < deadline:
+                if role == "producer":
+                    x = dlbridge.share_recv(a)  # the peer produces
+                    if x is None:
+                        break
+                    got.append(x)
+                else:
+                    dlbridge.share_send(a, dlbridge.share(np.zeros(int(rng.integers(1, 5000)), dtype=np.float32)))
+        except dlbridge.Error as e:  # the peer may die in the middle of a message
+            assert e.status_name in ("DLB_ERR_MALFORMED", "DLB_ERR_INVALID_ARGUMENT")
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        # Drain what the killed producer had sent; each is a valid mapping.
+        if role == "producer":
+            try:
+                while (x := dlbridge.share_recv(a)) is not None:
+                    got.append(x)
+            except dlbridge.Error as e:
+                assert e.status_name == "DLB_ERR_MALFORMED"  # cut short by the kill
+            for x in got:
+                assert float(torch.from_dlpack(x).sum()) == x.shape[0]
+        a.close()
+        del got
+    # nothing_left checks fds, mappings and exports
+
+
+# ---------------------------------------------------------------------------
+# A C producer, a Python consumer
+# ---------------------------------------------------------------------------
+
+
+def test_python_consumer_of_the_c_example_producer():
+    exe = os.environ.get("DLB_SHARE_EXAMPLE")
+    if not exe:
+        pytest.skip("skipped: DLB_SHARE_EXAMPLE (the built examples/share_tensor.c) not given")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "sock")
+        producer = subprocess.Popen([exe, "--producer", path], stdout=subprocess.PIPE, text=True)
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            for _ in range(250):
+                try:
+                    s.connect(path)
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    time.sleep(0.02)
+            with s:
+                x = dlbridge.share_recv(s)
+                assert x.shape == (4, 4) and x.dtype == "float32"
+                g = torch.from_dlpack(x)
+                assert float(g.sum()) == 120.0
+                g *= 2
+                del g, x
+                s.sendall(b"d")
+            out, _ = producer.communicate(timeout=30)
+        finally:
+            if producer.poll() is None:
+                producer.kill()
+                producer.wait()
+    assert producer.returncode == 0
+    assert "producer: after the consumer: x[15] = 30" in out.splitlines()
