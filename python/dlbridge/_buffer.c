@@ -18,7 +18,10 @@
 #include <string.h>
 
 
-#if !defined(Py_LIMITED_API) || Py_LIMITED_API + 0 < 0x030B0000
+/* Against CPython 3.11 and later headers the file is built for the 3.11
+ * limited API; against 3.10's (whose limited API lacks the buffer protocol)
+ * with the full headers, calling only what 3.11's stable ABI kept as is. */
+#if PY_VERSION_HEX >= 0x030B0000 && (!defined(Py_LIMITED_API) || Py_LIMITED_API + 0 < 0x030B0000)
 #error "_buffer.c is built against the CPython 3.11 limited API (-DPy_LIMITED_API=0x030B0000)"
 #endif
 

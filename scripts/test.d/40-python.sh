@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Stage: the Python package as a user gets it. Builds the wheel once
-# (scripts/python-wheel, into <build-dir>/python-wheel), checks what it
-# holds, installs it into a fresh virtual environment that sees Debian's
-# numpy, torch, cffi, pytest, hypothesis and mypy (--system-site-packages),
-# and from a directory outside the source tree runs `mypy --strict` over the
-# installed package and the whole Python suite (tests/python) against it:
-# the DLPack exchanges with numpy and torch, the buffer protocol, lifetimes
-# (threads, no GIL, exit with exports alive), the cffi cdef, CUDA producers
-# against the fake CUDA driver of tests/cuda, and the property tests with a
-# fixed seed and a bounded example count.
+# Stage: the Python package as a Debian 12 user without a package index
+# installs it: the offline route of docs/python.md, run as written
+# (`pip install --no-build-isolation .` into a fresh virtual environment
+# that sees Debian's meson-python 0.12, numpy, torch, cffi, pytest,
+# hypothesis and mypy: --system-site-packages), with no index reachable
+# (PIP_NO_INDEX). Checks what was installed, and from a directory outside
+# the source tree runs `mypy --strict` over the installed package and the
+# whole Python suite (tests/python) against it: the DLPack exchanges with
+# numpy and torch, the buffer protocol, lifetimes (threads, no GIL, exit
+# with exports alive), the cffi cdef, CUDA producers against the fake CUDA
+# driver of tests/cuda, and the property tests with a fixed seed and a
+# bounded example count.
 #
 #   bash scripts/test.d/40-python.sh <build-dir>
 #
-# 41-python-versions.sh installs the same wheel into other interpreters.
+# 43-sdist.sh builds the sdist and the manylinux wheel in isolation and runs
+# the suites with that wheel on every CPython of the machine.
 set -euo pipefail
 
 build=${1:?usage: 40-python.sh <build-dir>}
@@ -22,40 +25,37 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ -f "$root/pyproject.toml" ] || { echo "40-python: $root/pyproject.toml is missing" >&2; exit 2; }
 
 py=/usr/bin/python3
-for module in numpy torch cffi pytest hypothesis mypy mesonpy build venv; do
+for module in numpy torch cffi pytest hypothesis mypy mesonpy venv; do
   if ! "$py" -c "import $module" >/dev/null 2>&1; then
     echo "40-python: $py cannot import $module (scripts/install-deps installs it)" >&2
     exit 1
   fi
 done
-
-work=$build/python-wheel
-echo "== 40-python: building the wheel (scripts/python-wheel)"
-wheel=$(bash "$root/scripts/python-wheel" "$work/dist")
-echo "wheel: ${wheel#"$build"/}"
-
-echo "== 40-python: wheel contents"
-listing=$("$py" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$wheel")
-echo "$listing" | sed 's/^/  /'
-fail=0
-for want in 'dlbridge/__init__.py' 'dlbridge/_glue.abi3.so' 'dlbridge/_glue.pyi' 'dlbridge/py.typed' \
-            '.dlbridge.mesonpy.libs/libdlbridge.so'; do
-  echo "$listing" | grep -q "^$want" || { echo "40-python: the wheel lacks $want" >&2; fail=1; }
-done
-if echo "$listing" | grep -E '(\.h$|\.pc$|cmake|/doc/|\.data/)'; then
-  echo "40-python: the wheel holds C development files or documentation (above)" >&2
-  fail=1
-fi
-[ $fail -eq 0 ] || exit 1
-
-echo "== 40-python: installing into a fresh venv (--system-site-packages)"
-venv=$work/venv
-rm -rf "$venv"
-"$py" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install --quiet --no-index --no-deps "$wheel"
+version=$(meson introspect --projectinfo "$build" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["version"])')
 
 outside=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-python.XXXXXX")
 trap 'rm -rf "$outside"' EXIT
+home=$outside/home
+mkdir -p "$home"
+
+echo "== 40-python: the offline route of docs/python.md, from $root"
+block=$(bash "$root/scripts/install-doc-block" offline)
+echo "$block" | sed 's/^/  $ /'
+# ninja -j2 (two cores); no package index; the commands' ~ is $home.
+log=$outside/offline.log
+if ! (cd "$root" && env -u PYTHONPATH -u LD_LIBRARY_PATH HOME="$home" PATH=/usr/bin:/bin \
+        PIP_NO_INDEX=1 PIP_CONFIG_SETTINGS=compile-args=-j2 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+        bash -euo pipefail -c "$block") >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "40-python: the offline route of docs/python.md failed" >&2
+  exit 1
+fi
+printed=$(tail -n 1 "$log")
+[ "$printed" = "$version" ] || { echo "40-python: the installed package says version '$printed', meson '$version'" >&2; exit 1; }
+echo "  -> dlbridge $printed"
+venv=$home/venv-dlbridge
+
+echo "== 40-python: what was installed"
 cd "$outside"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 where=$(env -u PYTHONPATH -u LD_LIBRARY_PATH "$venv/bin/python" -c \
@@ -69,12 +69,26 @@ case "$(echo "$where" | sed -n 2p)" in
   "$site"/.dlbridge.mesonpy.libs/libdlbridge.so*) ;;
   *) echo "40-python: the package did not load its bundled libdlbridge" >&2; exit 1 ;;
 esac
+fail=0
+for want in dlbridge/__init__.py dlbridge/_glue.abi3.so dlbridge/_glue.pyi dlbridge/py.typed; do
+  [ -e "$site/$want" ] || { echo "40-python: $want was not installed" >&2; fail=1; }
+done
+# A wheel carries no C development files or documentation.
+extra=$(find "$venv" \( -name 'dlbridge.h' -o -name 'dlbridge.pc' -o -name 'dlbridgeConfig*.cmake' \
+          -o -path '*/doc/dlbridge*' \) -print)
+if [ -n "$extra" ]; then
+  echo "$extra" >&2
+  echo "40-python: C development files or documentation were installed (above)" >&2
+  fail=1
+fi
+[ $fail -eq 0 ] || exit 1
 
 runpath=$(readelf -d "$site/dlbridge/_glue.abi3.so" | sed -n 's/.*(RUNPATH).*\[\(.*\)\].*/\1/p')
 if [ "$runpath" != '$ORIGIN/../.dlbridge.mesonpy.libs' ]; then
   echo "40-python: the installed extension's RUNPATH is '$runpath', not only the bundled library's" >&2
   exit 1
 fi
+echo "  extension RUNPATH: $runpath"
 
 echo "== 40-python: mypy --strict over the installed package"
 "$venv/bin/python" -m mypy --strict --no-incremental -p dlbridge

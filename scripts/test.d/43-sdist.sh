@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Stage: the Python package as an index ships it, and as users on any
+# machine install it.
+#   1. scripts/python-wheel: the sdist, the wheel built from the sdist in an
+#      isolated environment (pyproject.toml's build requirements, from the
+#      package index), `auditwheel repair` to a manylinux tag, `twine check`;
+#   2. the artifacts checked: names, sizes and contents, the version
+#      (meson.build's) in both, and `auditwheel show`, whose verdict must
+#      be the tag the wheel carries;
+#   3. the installation blocks of docs/python.md "From a wheel" and "From
+#      the sdist", run as written from a directory outside the repository
+#      (the sdist one builds the sdist again, isolated, with Debian's python3);
+#   4. the one wheel, installed with `pip install --no-index --no-deps` into
+#      a fresh venv of every CPython here (pyenv 3.10 to 3.13 and Debian's
+#      3.11), runs tests/python: on the pyenv interpreters the tests that
+#      need only the standard library (the others skip themselves; pytest
+#      comes from Debian through a .pth file); on Debian's, seeing its
+#      numpy 1.24, torch, cffi and hypothesis (--system-site-packages), the
+#      whole suite; and the whole suite again with numpy 2 from the peer
+#      environment (scripts/peers-env), whose packages a .pth file adds
+#      to a fresh venv of its interpreter (the shared environment is only
+#      read).
+# Without the packaging tools (no package index) the stage says it is
+# skipped; 40-python.sh covers the offline route.
+#
+#   bash scripts/test.d/43-sdist.sh <build-dir>
+set -euo pipefail
+
+build=${1:?usage: 43-sdist.sh <build-dir>}
+[ -d "$build" ] || { echo "43-sdist: no build directory '$build'" >&2; exit 2; }
+build=$(cd "$build" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+debian_py=/usr/bin/python3
+version=$(meson introspect --projectinfo "$build" | "$debian_py" -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+
+fake_cuda=$build/tests/cuda/libfake_cuda.so
+[ -f "$fake_cuda" ] || { echo "43-sdist: $fake_cuda is missing (build the tests)" >&2; exit 1; }
+
+out=$build/python-dist
+echo "== 43-sdist: sdist and wheel (scripts/python-wheel $out)"
+set +e
+artifacts=$(bash "$root/scripts/python-wheel" "$out")
+rc=$?
+set -e
+if [ $rc -eq 3 ]; then
+  echo "43-sdist: skipped: the packaging tools (python/requirements/build.txt) not installable here"
+  exit 0
+fi
+[ $rc -eq 0 ] || exit 1
+sdist=$(echo "$artifacts" | sed -n 1p)
+wheel=$(echo "$artifacts" | sed -n 2p)
+tools=$(bash "$root/scripts/build-tools-env" --path)
+for f in "$sdist" "$wheel"; do
+  echo "  $(basename "$f")  $(stat -c %s "$f") bytes"
+done
+echo "  twine check: $(grep -c PASSED "$out/logs/twine.log") of 2 PASSED"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-sdist.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+problem() { echo "43-sdist: $*" >&2; fail=1; }
+
+echo "== 43-sdist: auditwheel show"
+"$tools/bin/auditwheel" show "$wheel" >"$tmp/show.txt"
+sed 's/^/  /' "$tmp/show.txt"
+verdict=$(tr '\n' ' ' <"$tmp/show.txt" | sed -n 's/.*is consistent with the following platform tag: "\([^"]*\)".*/\1/p')
+name_tag=$(basename "$wheel" .whl | cut -d- -f5)
+[[ $verdict == manylinux_2_*_x86_64 ]] || problem "auditwheel names no manylinux tag for the wheel ('$verdict')"
+[ "$verdict" = "$name_tag" ] || problem "the wheel is tagged '$name_tag', auditwheel says '$verdict'"
+[ "$(basename "$wheel")" = "dlbridge-$version-cp310-abi3-$verdict.whl" ] \
+  || problem "the wheel is $(basename "$wheel"), not dlbridge-$version-cp310-abi3-$verdict.whl"
+[ "$(basename "$sdist")" = "dlbridge-$version.tar.gz" ] || problem "the sdist is $(basename "$sdist"), not dlbridge-$version.tar.gz"
+
+echo "== 43-sdist: contents"
+"$debian_py" - "$wheel" "$sdist" "$version" "$verdict" <<'PY' || fail=1
+import sys, tarfile, zipfile
+
+wheel, sdist, version, platform = sys.argv[1:]
+bad = []
+names = zipfile.ZipFile(wheel).namelist()
+for want in ("dlbridge/__init__.py", "dlbridge/_glue.abi3.so", "dlbridge/_glue.pyi", "dlbridge/py.typed",
+             "dlbridge/check/__main__.py", ".dlbridge.mesonpy.libs/libdlbridge.so.0"):
+    if want not in names:
+        bad.append("the wheel lacks " + want)
+for name in names:
+    if name.endswith((".h", ".pc", ".cmake")) or "/doc/" in name or ".data/" in name:
+        bad.append("the wheel holds a C development file or documentation: " + name)
+    if name.startswith("dlbridge/") and name.endswith(".so") and name != "dlbridge/_glue.abi3.so":
+        bad.append("the wheel holds another extension module: " + name)
+zf = zipfile.ZipFile(wheel)
+meta = zf.read("dlbridge-%s.dist-info/METADATA" % version).decode()
+tag = zf.read("dlbridge-%s.dist-info/WHEEL" % version).decode()
+if "\nVersion: %s\n" % version not in meta:
+    bad.append("the wheel's METADATA does not say Version: " + version)
+if "Tag: cp310-abi3-%s" % platform not in tag:
+    bad.append("the wheel's WHEEL file does not say Tag: cp310-abi3-" + platform)
+top = "dlbridge-%s/" % version
+with tarfile.open(sdist) as tf:
+    members = tf.getnames()
+    info = tf.extractfile(top + "PKG-INFO").read().decode()
+if "\nVersion: %s\n" % version not in info:
+    bad.append("the sdist's PKG-INFO does not say Version: " + version)
+for want in ("pyproject.toml", "meson.build", "meson_options.txt", "python/build_backend/dlbridge_build.py",
+             "python/meson.build", "python/dlbridge/meson.build", "python/dlbridge/_glue.c", "src/meson.build",
+             "src/dlbridge.map", "include/dlbridge/dlbridge.h", "docs/python.md", "README.md"):
+    if top + want not in members:
+        bad.append("the sdist lacks " + want)
+for name in members:
+    rest = name[len(top):]
+    if not name.startswith(top) or rest.startswith(("build", ".mesonpy", ".git/")) or "__pycache__" in rest:
+        bad.append("the sdist holds " + name)
+print("  wheel: %d files; sdist: %d files; version %s in both" % (len(names), len(members), version))
+for b in bad:
+    print("43-sdist:", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+[ $fail -eq 0 ] || exit 1
+
+# Prints the installed package's place and the library it loaded, and fails
+# unless both are the venv's and the versions agree.
+check_installed() {  # check_installed PYTHON
+  env -u PYTHONPATH -u LD_LIBRARY_PATH "$1" - "$version" <<'PY'
+import importlib.metadata, os, sys, sysconfig
+import dlbridge, dlbridge._lib
+site = sysconfig.get_paths()["platlib"]
+want = sys.argv[1]
+assert dlbridge.__file__.startswith(os.path.join(site, "dlbridge") + os.sep), (dlbridge.__file__, site)
+assert dlbridge._lib.path.startswith(os.path.join(site, ".dlbridge.mesonpy.libs") + os.sep), dlbridge._lib.path
+assert dlbridge.__version__ == importlib.metadata.version("dlbridge") == want, (dlbridge.__version__, want)
+print("  dlbridge %s from %s, library %s" % (dlbridge.__version__, os.path.dirname(dlbridge.__file__),
+                                           os.path.basename(dlbridge._lib.path)))
+PY
+}
+
+# The documented commands, as written, in a directory that holds only the
+# artifact, with a fresh home (~) and the system's python3; pip keeps its
+# usual cache, and runs ninja with -j2.
+doc_run() {  # doc_run NAME ARTIFACT
+  local dir=$tmp/doc-$1 block log
+  mkdir -p "$dir/home"
+  cp "$2" "$dir/"
+  block=$(bash "$root/scripts/install-doc-block" "$1")
+  echo "$block" | sed 's/^/  $ /'
+  log=$dir/run.log
+  if ! (cd "$dir" && env -u PYTHONPATH -u LD_LIBRARY_PATH HOME="$dir/home" PATH=/usr/bin:/bin \
+          PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}" PIP_CONFIG_SETTINGS=compile-args=-j2 \
+          PIP_DISABLE_PIP_VERSION_CHECK=1 bash -euo pipefail -c "$block") >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    problem "the '$1' installation of docs/python.md failed"
+    return 0
+  fi
+  [ "$(tail -n 1 "$log")" = "$version" ] || problem "the '$1' installation printed '$(tail -n 1 "$log")', not $version"
+  (cd "$dir" && check_installed "$dir/home/venv-dlbridge/bin/python") || problem "the '$1' installation is not the venv's"
+}
+echo "== 43-sdist: docs/python.md, from a wheel"
+doc_run wheel "$wheel"
+echo "== 43-sdist: docs/python.md, from the sdist (an isolated build)"
+doc_run sdist "$sdist"
+[ $fail -eq 0 ] || exit 1
+
+# Debian's pytest and what it imports, and nothing else of dist-packages.
+debian=/usr/lib/python3/dist-packages
+mkdir -p "$tmp/pytest-lib"
+for name in pytest _pytest pluggy iniconfig py.py py packaging attr attrs exceptiongroup tomli; do
+  [ -e "$debian/$name" ] && ln -s "$debian/$name" "$tmp/pytest-lib/$name"
+done
+
+ran=()
+suite() {  # suite LABEL PYTHON VENV_ARGS PTH_LINE PYTEST_ARGS...
+  local label=$1 interpreter=$2 venv_args=$3 pth=$4
+  shift 4
+  local venv=$tmp/venv-${label//[^A-Za-z0-9.]/_} site
+  echo "== 43-sdist: $label ($interpreter)"
+  # shellcheck disable=SC2086
+  "$interpreter" -m venv $venv_args "$venv"
+  "$venv/bin/python" -m pip install --quiet --no-index --no-deps --disable-pip-version-check "$wheel"
+  site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ -z "$pth" ] || echo "$pth" >"$site/extra-packages.pth"
+  (cd "$tmp" && check_installed "$venv/bin/python") || { problem "not the venv's package: $label"; return 0; }
+  if (cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 DLB_TEST_FAKE_CUDA="$fake_cuda" \
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "$@" "$root/tests/python") >"$venv.log" 2>&1; then
+    ran+=("$label")
+    echo "  $(tail -n 1 "$venv.log")"
+  else
+    tail -n 60 "$venv.log" >&2
+    problem "the suite failed: $label"
+  fi
+}
+
+for v in 3.10 3.11 3.12 3.13; do
+  interpreter=$(ls -d "$HOME"/.pyenv/versions/"$v".*/bin/python"$v" 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$interpreter" ]; then
+    echo "== 43-sdist: CPython $v is not installed here (~/.pyenv/versions/$v.*): skipped"
+    continue
+  fi
+  suite "CPython $v, standard library only" "$interpreter" "" "$tmp/pytest-lib" -W ignore::DeprecationWarning
+done
+
+suite "Debian CPython 3.11, numpy $("$debian_py" -c 'import numpy; print(numpy.__version__)'), torch" \
+  "$debian_py" --system-site-packages "" --hypothesis-profile=ci
+
+peers=$(bash "$root/scripts/peers-env" --path)
+if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
+  peers_base=$(sed -n 's/^home = //p' "$peers/pyvenv.cfg")/python3
+  peers_site=$("$peers/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  peers_numpy=$("$peers/bin/python" -c 'import numpy; print(numpy.__version__)')
+  hyp=()
+  "$peers/bin/python" -c 'import hypothesis' 2>/dev/null && hyp=(--hypothesis-profile=ci)
+  # These tests assert what numpy 1.24 does (no bool, no read-only flag, a
+  # legacy-only consumer); numpy 2 does otherwise. Until they look at
+  # numpy's version, they are left out here, by name, and said so.
+  numpy1_only=(test_bytes_read_only_zero_copy test_the_first_python_block_of_docs_python_md
+               test_numpy_1_24_marks_dlpack_imports_read_only test_numpy_cannot_export_bool
+               test_numpy_cannot_import_bool test_numpy_read_only_array_is_refused_by_numpy
+               test_device_and_copy_for_a_legacy_producer_are_the_librarys_decision
+               test_read_only_legacy_export_refused_versioned_allowed)
+  echo "  left out with numpy $peers_numpy (they assert numpy 1.24's behaviour): ${numpy1_only[*]}"
+  deselect="not ($(IFS='|'; echo "${numpy1_only[*]}" | sed 's/|/ or /g'))"
+  suite "CPython $("$peers/bin/python" -c 'import platform; print(platform.python_version())'), numpy $peers_numpy (peer environment)" \
+    "$peers_base" "" "$peers_site" -k "$deselect" "${hyp[@]}"
+else
+  echo "== 43-sdist: numpy 2: skipped: the peer environment not installable here ($peers)"
+fi
+
+[ $fail -eq 0 ] || exit 1
+echo "43-sdist: $(basename "$wheel") passed on ${#ran[@]} interpreter setups: $(IFS=';'; echo "${ran[*]}")"
