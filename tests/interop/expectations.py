@@ -39,10 +39,11 @@ REASONS = {
         None,
     ),
     "numpy-readonly-legacy": (
-        "consumer",
+        "consumer: tvm-ffi",
         r"Cannot export readonly array since signalling readonly is unsupported",
-        "the consumer asks for a legacy (unversioned) capsule, which cannot say the memory is "
-        "read-only, so numpy refuses to export its read-only array (BufferError).",
+        "tvm_ffi.from_dlpack asks numpy for a legacy (unversioned) capsule, which cannot say the "
+        "memory is read-only, so numpy refuses to export its read-only array (BufferError); "
+        "dlbridge asks for a versioned capsule and hands tvm-ffi one.",
         None,
     ),
     "legacy-consumer-read-only": (
