@@ -396,3 +396,25 @@ def test_memory_rule_fails_a_producer_whose_exported_tensors_are_never_freed():
     assert f.status == "fail", f
     assert "never freed" in f.detail and "65536 bytes" in f.detail
     assert not report.ok
+
+
+def test_rules_are_registered_with_their_probes():
+    """Each probe declares its rules where it is defined; RULES and PROBES
+    come from the same registrations, in report order."""
+    from dlbridge.check import _registry
+    from dlbridge.check._probes import PROBES, RULES
+
+    assert [r for _name, _fn, rules in PROBES for r in rules] == list(RULES)
+    assert list(check_module.RULES) == list(RULES)
+    assert all(fn.__module__.startswith("dlbridge.check._probes_") for _n, fn, _r in PROBES)
+    with pytest.raises(ValueError, match="registered twice"):
+        _registry.probe("again", {"device.query": ("x", "y")})(lambda s: [])
+    assert len(_registry.PROBES) == len(PROBES)
+
+
+def test_importing_the_package_loads_no_probe():
+    code = ("import sys, dlbridge.check; "
+            "assert 'dlbridge.check._probes' not in sys.modules, 'probes loaded'; "
+            "dlbridge.check.RULES; assert 'dlbridge.check._probes' in sys.modules")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
