@@ -16,6 +16,12 @@ each figure is the median over the rounds (min..max beside it); the
 extensions are built with the running interpreter's compiler and headers.
 
     PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_exchange.py
+
+With the peer environment's interpreter (numpy 2, tvm-ffi) it adds
+tvm_ffi.from_dlpack of numpy, tvm-ffi and dlbridge tensors and dlbridge
+taking tvm-ffi's:
+
+    PYTHONPATH=build/dev/python "$(scripts/peers-env --path)"/bin/python bench/bench_exchange.py
 """
 
 import argparse
@@ -87,6 +93,23 @@ def main():
             ("d_from_t", "dlbridge.from_dlpack(dlbridge.Tensor), its table", lambda: timeit_ns(f, t, pn)),
             ("d_from_np", "dlbridge.from_dlpack(numpy array), __dlpack__", lambda: timeit_ns(f, a, pn)),
         ]
+    try:  # the peer environment (scripts/peers-env) has it
+        import tvm_ffi
+    except ImportError:
+        tvm_ffi = None
+    if tvm_ffi is not None:
+        v = tvm_ffi.from_dlpack(a)
+        tf = tvm_ffi.from_dlpack
+        rows += [
+            ("tvm_np", "tvm_ffi.from_dlpack(numpy array)", lambda: timeit_ns(tf, a, pn)),
+            ("tvm_tvm", "tvm_ffi.from_dlpack(tvm_ffi.Tensor)", lambda: timeit_ns(tf, v, pn)),
+        ]
+        if dlbridge_table:
+            rows += [
+                ("tvm_d", "tvm_ffi.from_dlpack(dlbridge.Tensor)", lambda: timeit_ns(tf, t, pn)),
+                ("d_from_tvm", "dlbridge.from_dlpack(tvm_ffi.Tensor), __dlpack__",
+                 lambda: timeit_ns(dlbridge.from_dlpack, v, pn)),
+            ]
     # Rounds interleave the measures, so that a change in the machine's load
     # shifts all of them alike; each figure is the median over the rounds.
     samples = {key: [] for key, _, _ in rows}
@@ -112,6 +135,15 @@ def main():
         print("  dlbridge.from_dlpack(dlbridge) / np.from_dlpack     %6.3f  (goal <= 0.5)" % ratio("d_from_t", "np"))
         print("  dlbridge.from_dlpack(numpy) / np.from_dlpack        %6.3f" % ratio("d_from_np", "np"))
         print("  C loop through dlbridge's table: %.1f ns per tensor (goal <= 100)" % ns["d_table"])
+    if tvm_ffi is not None:
+        print("  tvm_ffi.from_dlpack(tvm_ffi) / np.from_dlpack      %6.3f" % ratio("tvm_tvm", "np"))
+        if dlbridge_table:
+            print("  tvm_ffi.from_dlpack(dlbridge) / (numpy)            %6.3f" % ratio("tvm_d", "tvm_np"))
+            print("  dlbridge.from_dlpack(tvm_ffi) / tvm_ffi.from_dlpack(tvm_ffi) %6.3f"
+                  % ratio("d_from_tvm", "tvm_tvm"))
+            print("  dlbridge.from_dlpack(dlbridge) / tvm_ffi.from_dlpack(tvm_ffi) %6.3f"
+                  % ratio("d_from_t", "tvm_tvm"))
+        print("  (tvm_ffi %s)" % tvm_ffi.__version__)
     counts = xproducer.counts()
     assert counts["exports"] == counts["deleters"], counts
 

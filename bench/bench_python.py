@@ -6,7 +6,11 @@ process with timeit.
     PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_python.py [--number N] [--repeat R]
 
 (the package as the build directory holds it; or without PYTHONPATH in a
-virtual environment where the wheel is installed).
+virtual environment where the wheel is installed). With the peer
+environment's interpreter the numpy rows are numpy 2's and tvm-ffi's
+from_dlpack is measured too (no goal):
+
+    PYTHONPATH=build/dev/python "$(scripts/peers-env --path)"/bin/python bench/bench_python.py
 
 Each figure is the best of R repeats of N calls (the least disturbed run),
 per call in microseconds; a call includes dropping its result, so deleters
@@ -27,6 +31,11 @@ try:
     import torch
 except ImportError:  # pragma: no cover
     torch = None
+
+try:  # the peer environment (scripts/peers-env) has it
+    import tvm_ffi
+except ImportError:  # pragma: no cover
+    tvm_ffi = None
 
 
 def best_per_call(stmt, number, repeat):
@@ -71,6 +80,17 @@ def main(argv=None):
         rows.append(("torch.from_dlpack(dlbridge tensor)", "torch.from_dlpack(torch tensor)", cand,
                      base, 1.0))
 
+    if tvm_ffi is not None:
+        # tvm-ffi's own from_dlpack beside it taking dlbridge's tensors, and
+        # dlbridge taking tvm-ffi's; no goal: for the record.
+        v = tvm_ffi.from_dlpack(a)
+        base, cand = measure(lambda: tvm_ffi.from_dlpack(a), lambda: tvm_ffi.from_dlpack(t))
+        rows.append(("tvm_ffi.from_dlpack(dlbridge tensor)", "tvm_ffi.from_dlpack(numpy array)", cand,
+                     base, None))
+        base, cand = measure(lambda: tvm_ffi.from_dlpack(v), lambda: dlbridge.from_dlpack(v))
+        rows.append(("dlbridge.from_dlpack(tvm_ffi tensor)", "tvm_ffi.from_dlpack(tvm_ffi tensor)", cand,
+                     base, None))
+
     # Pieces, for the analysis in bench/README.md.
     pieces = [
         ("dlbridge tensor.__dlpack__() (export + capsule, dropped)", lambda: t.__dlpack__()),
@@ -84,6 +104,9 @@ def main(argv=None):
     missed = 0
     for name, _base_name, cand_us, base_us, goal in rows:
         ratio = cand_us / base_us
+        if goal is None:
+            print("%-*s  %9.3f  %9.3f  %5.2fx" % (width, name, cand_us, base_us, ratio))
+            continue
         mark = "ok" if ratio <= goal else "MISSED"
         missed += ratio > goal
         print("%-*s  %9.3f  %9.3f  %5.2fx  <=%.1fx %s" % (width, name, cand_us, base_us, ratio,
@@ -92,8 +115,9 @@ def main(argv=None):
     print()
     for name, stmt in pieces:
         print("%-60s %7.3f us" % (name, best_per_call(stmt, n, r)))
-    print("python %s, numpy %s, torch %s, dlbridge %s (%s)" % (
+    print("python %s, numpy %s, torch %s, tvm_ffi %s, dlbridge %s (%s)" % (
         sys.version.split()[0], np.__version__, torch.__version__ if torch else "-",
+        tvm_ffi.__version__ if tvm_ffi else "-",
         dlbridge.__version__, dlbridge._glue.__file__))
     return 1 if missed else 0
 

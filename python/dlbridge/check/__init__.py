@@ -14,19 +14,33 @@ From a shell: ``python -m dlbridge.check "numpy:arange(12.0).reshape(3, 4)"``.
 
 import sys
 import types
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
-from .._check_probes import RULES as _RULES
-from .._check_report import Finding, Report
+if TYPE_CHECKING:  # at run time the names load on first use (__getattr__)
+    from ._report import Finding, Report
 
 __all__ = ["check", "Report", "Finding", "RULES", "main"]
 
-#: rule id -> what the rule checks, in report order.
-RULES = {rule: text for rule, (text, _cite) in _RULES.items()}
+
+def __getattr__(name: str) -> Any:
+    """RULES (rule id -> what the rule checks, in report order), Report and
+    Finding, loaded on first use so that importing the package loads no probe."""
+    if name == "RULES":
+        from ._probes import RULES as rules
+
+        value: Any = {rule: text for rule, (text, _cite) in rules.items()}
+    elif name in ("Report", "Finding"):
+        from . import _report
+
+        value = getattr(_report, name)
+    else:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    globals()[name] = value
+    return value
 
 
 def check(obj: Any, *, isolation: str = "auto", timeout: float = 60.0,
-          label: Optional[str] = None) -> Report:
+          label: Optional[str] = None) -> "Report":
     """Checks `obj`'s DLPack protocol against the DLPack header and the array
     API standard; returns a :class:`Report`.
 
@@ -41,7 +55,7 @@ def check(obj: Any, *, isolation: str = "auto", timeout: float = 60.0,
     """
     import os
 
-    from .. import _check_runner as runner
+    from . import _runner as runner
 
     if not callable(getattr(obj, "__dlpack__", None)):
         raise TypeError("%s has no __dlpack__ method" % _type_name(obj))
@@ -55,6 +69,8 @@ def check(obj: Any, *, isolation: str = "auto", timeout: float = 60.0,
         findings, crashed = runner.run_in_process(obj)
     else:
         raise ValueError('isolation must be "auto", "fork" or "in-process", not %r' % (isolation,))
+    from ._report import Report
+
     return Report(label or describe(obj), _producer(obj), isolation, findings, crashed)
 
 
@@ -179,7 +195,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 class _CallableModule(types.ModuleType):
     """Lets the module itself be called: ``dlbridge.check(obj)``."""
 
-    def __call__(self, obj: Any, **kwargs: Any) -> Report:
+    def __call__(self, obj: Any, **kwargs: Any) -> "Report":
         return check(obj, **kwargs)
 
 

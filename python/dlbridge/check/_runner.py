@@ -18,8 +18,8 @@ import traceback
 import warnings
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from ._check_probes import PROBES, Probe, Subject, finding
-from ._check_report import FAIL, SKIP, Finding
+from ._probes import PROBES, Probe, Subject, finding
+from ._report import FAIL, SKIP, Finding
 
 FORK = "fork"
 IN_PROCESS = "in-process"

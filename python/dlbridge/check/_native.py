@@ -124,7 +124,7 @@ def native() -> "_Native":
     global _native
     with _native_lock:
         if _native is None:
-            from . import _lib
+            from .. import _lib
 
             _native = _Native(_lib.path, _lib.DLTensor, _lib.DLDataType)
         return _native

@@ -6,7 +6,8 @@ from typing import Any, Dict, Iterable, List, Optional
 PASS = "pass"
 FAIL = "fail"
 SKIP = "skip"
-STATUSES = (PASS, FAIL, SKIP)
+WARN = "warn"  # a heuristic rule saw something it cannot call a failure
+STATUSES = (PASS, FAIL, SKIP, WARN)
 
 # Version of the JSON layout below; raised only when a key changes meaning.
 JSON_FORMAT = 1
@@ -14,7 +15,8 @@ JSON_FORMAT = 1
 
 class Finding:
     """One rule's outcome: ``rule`` (a short id such as "legacy.capsule"),
-    ``status`` ("pass", "fail" or "skip"), ``detail`` (what was seen, naming
+    ``status`` ("pass", "fail", "skip", or "warn": a heuristic rule's
+    suspicion, not a failure), ``detail`` (what was seen, naming
     the offending value; a failure's detail ends with the rule it breaks,
     paraphrased, and where that rule is written) and ``cite`` (that rule
     text alone)."""
@@ -82,7 +84,8 @@ class Report:
 
     def _counts_text(self) -> str:
         c = self.counts
-        return "%d rules: %d pass, %d fail, %d skip" % (len(self.findings), c[PASS], c[FAIL], c[SKIP])
+        text = "%d rules: %d pass, %d fail, %d skip" % (len(self.findings), c[PASS], c[FAIL], c[SKIP])
+        return text + (", %d warn" % c[WARN] if c[WARN] else "")
 
     # -- formats ---------------------------------------------------------------
 
@@ -100,7 +103,7 @@ class Report:
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """The report as JSON. Keys, always all present: format, subject,
-        producer, isolation, ok, counts {pass, fail, skip}, crashed (list of
+        producer, isolation, ok, counts {pass, fail, skip, warn}, crashed (list of
         {probe, how}), findings (list of {rule, status, detail, cite})."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
@@ -153,7 +156,7 @@ class Report:
         return "<dlbridge.check report on %s: %s>" % (self.subject, self._counts_text())
 
 
-_COLORS = {PASS: "\033[32m", FAIL: "\033[1;31m", SKIP: "\033[33m"}
+_COLORS = {PASS: "\033[32m", FAIL: "\033[1;31m", SKIP: "\033[33m", WARN: "\033[35m"}
 
 
 def _plain(status: str, text: str) -> str:

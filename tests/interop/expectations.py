@@ -1,0 +1,200 @@
+"""What the interop matrix is expected to show: every failure it may have,
+with the side at fault and why dlbridge cannot work around it.
+
+A failure the matrix shows that no rule here names fails the tests, and so
+does a rule whose exchanges no longer fail: the table is the record of how
+today's frameworks meet each other, kept true by the tests.
+"""
+
+import fnmatch
+import re
+
+# reason id -> (side at fault, what the message says (a regex), why it fails,
+# and why dlbridge cannot work around it when the exchange goes through
+# dlbridge; None when going through dlbridge cures it).
+REASONS = {
+    "process-conflict": (
+        "environment",
+        r"cannot be imported into one process",
+        "TensorFlow 2.21 and Paddle 3.3 cannot be loaded into one process: importing paddle after "
+        "tensorflow crashes with SIGSEGV in protobuf while Paddle registers its operators.",
+        "an exchange in memory needs both frameworks in one process; dlbridge cannot load them "
+        "together either.",
+    ),
+    "object-consumer-given-capsule": (
+        "consumer",
+        r"has no attribute '__dlpack__'|must have __dlpack__ and __dlpack_device__",
+        "numpy.from_dlpack, jax.dlpack.from_dlpack and array_api_strict.from_dlpack take only "
+        "objects with __dlpack__ (as the array API standard says), so the bare capsule of a "
+        "capsule-only producer (tf.experimental.dlpack.to_dlpack, paddle.utils.dlpack.to_dlpack) "
+        "is refused.",
+        None,
+    ),
+    "paddle-device-id-none": (
+        "producer: Paddle",
+        r"device_from_local_hardware_id\(\): incompatible function arguments",
+        "Paddle's Tensor.__dlpack_device__() returns (DLDeviceType.kDLCPU, None): the device id "
+        "must be an int (array API standard, __dlpack_device__), and JAX passes the None on to "
+        "its device lookup, which raises TypeError.",
+        None,
+    ),
+    "numpy-readonly-legacy": (
+        "consumer: tvm-ffi",
+        r"Cannot export readonly array since signalling readonly is unsupported",
+        "tvm_ffi.from_dlpack asks numpy for a legacy (unversioned) capsule, which cannot say the "
+        "memory is read-only, so numpy refuses to export its read-only array (BufferError); "
+        "dlbridge asks for a versioned capsule and hands tvm-ffi one.",
+        None,
+    ),
+    "legacy-consumer-read-only": (
+        "consumer: TensorFlow",
+        r"Cannot export readonly array since signalling readonly|DLB_ERR_READ_ONLY",
+        "tf.experimental.dlpack.from_dlpack takes only legacy capsules, which have no read-only "
+        "flag; numpy and dlbridge refuse to hand read-only memory out as writable. Through "
+        "dlbridge this also hits JAX and pyarrow arrays, which export their memory as read-only "
+        "(READ_ONLY in versioned capsules) while their own legacy capsules do not say so.",
+        "dlbridge will not export read-only memory in a capsule that lets the consumer write it; "
+        "TensorFlow would need versioned capsules.",
+    ),
+    "jax-compact-strides": (
+        "consumer: JAX",
+        r"Only DLPack tensors with trivial \(compact\) striding are supported",
+        "jax.dlpack.from_dlpack takes only compact layouts (a permutation of a contiguous buffer); "
+        "a strided view (every second column) is refused with JaxRuntimeError UNIMPLEMENTED.",
+        "dlbridge hands the consumer the producer's memory as it is (zero-copy); a compact copy "
+        "is the consumer's to make.",
+    ),
+    "tf-compact-strides": (
+        "consumer: TensorFlow",
+        r"Invalid strides array from DLPack",
+        "tf.experimental.dlpack.from_dlpack takes only row-major compact tensors; strided and "
+        "transposed views are refused (InvalidArgumentError).",
+        "dlbridge hands the consumer the producer's memory as it is (zero-copy); a compact copy "
+        "is the consumer's to make.",
+    ),
+    "tf-consumer-float8": (
+        "consumer: TensorFlow",
+        r"Unsupported Type Codes: (10|12)",
+        "TensorFlow's importer knows no float8 DLPack codes (kDLFloat8_e4m3fn = 10, "
+        "kDLFloat8_e5m2 = 12), although TensorFlow has both dtypes.",
+        "the dtype is what it is; dlbridge cannot relabel it for the consumer.",
+    ),
+    "tf-producer-float8": (
+        "producer: TensorFlow",
+        r"DT_FLOAT8_E\w+ is not supported by dlpack",
+        "TensorFlow refuses to export its float8 tensors (DLPack 0.8 and later has codes for "
+        "both), and raises InvalidArgumentError where the array API standard asks for "
+        "BufferError.",
+        "the producer refuses to describe its memory, and with an exception other than "
+        "BufferError, which is not the refusal a consumer may cure by copying.",
+    ),
+    "pyarrow-bit-packed-bool": (
+        "producer: pyarrow",
+        r"Bit-packed boolean data type not supported by DLPack",
+        "Arrow stores booleans one bit each, which DLPack cannot describe; pyarrow refuses with "
+        "ArrowTypeError (the array API standard asks for BufferError).",
+        "there are no bytes of bools to share; a cure by copying would have to start from "
+        "BufferError, which pyarrow does not raise.",
+    ),
+    "paddle-uint16-is-bfloat16": (
+        "producer: Paddle",
+        r"result has dtype bfloat16, want uint16|does not support the dtype 'bfloat16'",
+        "paddle.to_tensor of a numpy uint16 array makes a tensor that Paddle exports with the "
+        "bfloat16 DLPack code (Paddle once stored bfloat16 as uint16): the values arrive "
+        "relabelled.",
+        "dlbridge receives bfloat16 from Paddle and cannot know it was meant as uint16.",
+    ),
+    "array-api-strict-dtypes": (
+        "consumer: array_api_strict",
+        r"The array_api_strict namespace does not support the dtype",
+        "array_api_strict accepts only the standard's dtypes: no float16, bfloat16 or float8.",
+        "the consumer refuses the dtype itself.",
+    ),
+}
+
+# Reasons whose dlbridge path is to be fixed in dlbridge itself. The rules
+# that name them still expect failures today; when the fix lands the
+# exchanges start to work, the tests say so, and the entry is removed here
+# (one place to flip). Empty when nothing is waiting.
+#
+# The consumer-side host-copy cure (dlbridge.from_dlpack retrying with
+# dl_device=CPU, copy=True, the buffer protocol, __array__ when a producer's
+# __dlpack__ raises BufferError) is not among them: no CPU producer here
+# refuses a host tensor with BufferError, so no pair of this matrix waits on
+# it; its own tests use JAX arrays sharded over several CPU devices.
+PENDING = {
+    "legacy-consumer-read-only": "dlbridge could export a writable copy to a legacy consumer "
+                                 "asking with copy=None (the array API standard allows the "
+                                 "copy), instead of refusing",
+}
+
+_ALL = "*"
+_PRODUCERS_OBJ = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "pyarrow", "array_api_strict",
+                  "dlbridge"]
+_CAPSULE_PRODUCERS = ["tensorflow-capsule", "paddle-capsule"]
+_NON_STANDARD = ["float16/*", "bfloat16/*", "float8_*"]
+
+# (reason, path: "direct" | "dlbridge" | "both", producers, consumers, cases):
+# the exchanges named fail for that reason. Producers, consumers and cases
+# are lists of shell patterns.
+RULES = [
+    ("process-conflict", "both", ["tensorflow*"], ["paddle"], [_ALL]),
+    ("process-conflict", "both", ["paddle*"], ["tensorflow"], [_ALL]),
+    ("object-consumer-given-capsule", "direct", _CAPSULE_PRODUCERS,
+     ["numpy", "jax", "array_api_strict"], [_ALL]),
+    ("paddle-device-id-none", "direct", ["paddle"], ["jax"], [_ALL]),
+    ("numpy-readonly-legacy", "direct", ["numpy"], ["tvm_ffi"], ["*/readonly"]),
+    ("legacy-consumer-read-only", "both", ["numpy", "dlbridge"], ["tensorflow"], ["*/readonly"]),
+    ("legacy-consumer-read-only", "dlbridge", ["jax", "pyarrow"], ["tensorflow"], [_ALL]),
+    ("jax-compact-strides", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict", "paddle*"],
+     ["jax"], ["*/strided"]),
+    ("tf-compact-strides", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict"],
+     ["tensorflow"], ["*/strided", "*/transposed"]),
+    ("tf-consumer-float8", "both", _PRODUCERS_OBJ + _CAPSULE_PRODUCERS, ["tensorflow"],
+     ["float8_*"]),
+    ("tf-producer-float8", "both", ["tensorflow*"], [_ALL], ["float8_*"]),
+    ("pyarrow-bit-packed-bool", "both", ["pyarrow"], [_ALL], ["bool/*"]),
+    ("paddle-uint16-is-bfloat16", "both", ["paddle*"], [_ALL], ["uint16/*"]),
+    ("array-api-strict-dtypes", "both", [_ALL], ["array_api_strict"], _NON_STANDARD),
+]
+
+
+def _match(name, patterns):
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def rules_for(producer, consumer, case, path):
+    """The rules naming this exchange on this path ("direct" or "dlbridge")."""
+    return [r for r in RULES
+            if r[1] in (path, "both") and _match(producer, r[2]) and _match(consumer, r[3])
+            and _match(case, r[4])]
+
+
+def explain(producer, consumer, case, path, outcome):
+    """The reason id of a failed outcome, or None when no rule names it with
+    a message that matches."""
+    text = outcome.get("reason", "")
+    for rule in rules_for(producer, consumer, case, path):
+        if re.search(REASONS[rule[0]][1], text):
+            return rule[0]
+    return None
+
+
+def classify(doc):
+    """Every exchange of a matrix document as (producer, consumer, case, path,
+    status, reason id or None, expected: True/False)."""
+    rows = []
+    for r in doc["results"]:
+        for path, key in (("direct", "direct"), ("dlbridge", "dlbridge")):
+            o = r[key]
+            reason = explain(r["producer"], r["consumer"], r["case"], path, o) \
+                if o["status"] in ("fail", "crash") else None
+            named = bool(rules_for(r["producer"], r["consumer"], r["case"], path))
+            if o["status"] == "ok":
+                expected = not named
+            elif o["status"] == "n/a":
+                expected = True
+            else:
+                expected = reason is not None
+            rows.append((r["producer"], r["consumer"], r["case"], path, o["status"], reason, expected))
+    return rows
