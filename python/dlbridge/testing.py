@@ -12,7 +12,7 @@ import fnmatch
 from typing import TYPE_CHECKING, Any, Iterable, Union
 
 if TYPE_CHECKING:
-    from ._check_report import Report
+    from .check._report import Report
 
 __all__ = ["assert_conformant"]
 

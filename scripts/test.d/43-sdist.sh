@@ -101,7 +101,7 @@ with tarfile.open(sdist) as tf:
 if "\nVersion: %s\n" % version not in info:
     bad.append("the sdist's PKG-INFO does not say Version: " + version)
 for want in ("pyproject.toml", "meson.build", "meson_options.txt", "python/build_backend/dlbridge_build.py",
-             "python/meson.build", "python/dlbridge/meson.build", "python/dlbridge/_glue.c", "src/meson.build",
+             "python/meson.build", "python/dlbridge/meson.build", "python/dlbridge/_module.c", "src/meson.build",
              "src/dlbridge.map", "include/dlbridge/dlbridge.h", "docs/python.md", "README.md"):
     if top + want not in members:
         bad.append("the sdist lacks " + want)
