@@ -1,6 +1,13 @@
-// The C entry points. Each one is a firewall: arguments are checked, the
-// work is done by the C++ core, and every failure becomes a status plus the
-// thread-local message. Nothing else lives here.
+// The C entry points of the core: versions, errors, dtypes, buffers, export,
+// import, validation, backends, devices and protocol rules. Each body runs
+// behind the firewall (errors.hpp: no exception leaves the library, every
+// failure is a status plus the thread's message) and calls the C++ core;
+// the checks and the work live there. The other entry points sit beside
+// what they expose: the CUDA ones in cuda/cuda_backend.cpp (cuda/
+// cuda_disabled.cpp in builds without CUDA), the exchange allocator in
+// exchange.cpp, the copy-thread settings in copy_pool.cpp; they use the
+// same firewall. Also here: the static checks of the DLPack layouts the
+// library relies on.
 #include <dlbridge/dlbridge.h>
 
 #include <cinttypes>
