@@ -121,6 +121,24 @@ dlb_status device_info_impl(int32_t device_type, dlb_device_info* out) {
   return DLB_OK;
 }
 
+dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out) {
+  constexpr std::size_t kMinSize = offsetof(dlb_layout_info, max_offset) + sizeof(int64_t);
+  if (layout == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "layout is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out->struct_size < kMinSize)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu (must be at least %zu: set it to "
+                     "sizeof(dlb_layout_info))", out->struct_size, kMinSize);
+  dlb::LayoutInfo info;
+  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info));
+  out->numel = info.numel;
+  out->nbytes = info.nbytes;
+  out->element_bits = static_cast<uint32_t>(dlb::element_bits(layout->dtype));
+  out->contiguous = info.contiguous ? 1 : 0;
+  out->min_offset = info.min_offset;
+  out->max_offset = info.max_offset;
+  return DLB_OK;
+}
+
 dlb_status compact_strides_impl(int32_t ndim, const int64_t* shape, int64_t* strides_out) {
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "ndim is %" PRId32 " (must be 0..%d)", ndim, DLB_MAX_NDIM);
@@ -413,6 +431,10 @@ DLB_API dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dl
 
 DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream) {
   return firewall(__func__, [&] { return dlb::check_consumer_stream(device, stream); });
+}
+
+DLB_API dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out) {
+  return firewall(__func__, [&] { return layout_describe_impl(layout, out); });
 }
 
 }  // extern "C"

@@ -192,6 +192,46 @@ DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_optio
  *         nothing. Thread-safe.
  */
 DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream);
+
+/** The arithmetic facts of a layout, as dlb_layout_describe() computes them. */
+typedef struct dlb_layout_info {
+  /** Set by the caller: sizeof(dlb_layout_info) as the caller compiled it. */
+  size_t struct_size;
+  /** Number of elements: the product of the extents (1 for ndim 0). */
+  uint64_t numel;
+  /** Bytes the elements occupy when compact (sub-byte types rounded up). */
+  uint64_t nbytes;
+  /** Bits of one element: dtype bits times lanes. */
+  uint32_t element_bits;
+  /** Non-zero when the layout is compact row-major (NULL strides count). */
+  int32_t contiguous;
+  /**
+   * The lowest and highest element offsets the view reaches, relative to
+   * the element at index [0, ...] (min_offset <= 0 <= max_offset), in
+   * elements; both 0 for an empty view. Add byte_offset / element size to
+   * place them in the memory.
+   */
+  int64_t min_offset;
+  /** See min_offset. */
+  int64_t max_offset;
+} dlb_layout_info;
+
+/**
+ * Checks a layout (device, dtype, shape, strides; `data` and `byte_offset`
+ * are not read) as dlb_buffer_from_backend() checks one, and computes its
+ * element count, compact size, element width, contiguity and the range of
+ * element offsets a strided view reaches: the arithmetic a binding needs
+ * to check that a view fits its memory, done by the library that also
+ * decides by it.
+ * @param layout read during the call only.
+ * @param out caller storage with `struct_size` set; filled on success
+ *        only; owns nothing.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL argument, struct_size too
+ *         small, ndim out of range, NULL shape with ndim > 0);
+ *         DLB_ERR_MALFORMED (a negative extent); DLB_ERR_UNSUPPORTED_DTYPE;
+ *         DLB_ERR_UNSUPPORTED_DEVICE; DLB_ERR_OVERFLOW. Thread-safe.
+ */
+DLB_API dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
