@@ -352,11 +352,11 @@ DLB_API void dlb_import_options_init(dlb_import_options* options) {
 
 DLB_API dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
                                         dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, DLB_STREAM_NONE, out); });
+  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, out); });
 }
 
 DLB_API dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_options* options, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, DLB_STREAM_NONE, out); });
+  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, out); });
 }
 
 DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor) {
@@ -421,12 +421,12 @@ DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_optio
 
 DLB_API dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
                                                   int64_t stream, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, stream, out); });
+  return firewall(__func__, [&] { return dlb::import_versioned_on_stream(tensor, options, stream, out); });
 }
 
 DLB_API dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dlb_import_options* options,
                                                int64_t stream, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, stream, out); });
+  return firewall(__func__, [&] { return dlb::import_legacy_on_stream(tensor, options, stream, out); });
 }
 
 DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream) {
