@@ -23,7 +23,8 @@ extern "C" {
  *
  * The library has no link-time dependency on CUDA: the driver library
  * (libcuda.so.1) is loaded with dlopen on the first call below that needs
- * it, and stays loaded. Every function here returns
+ * it, and stays loaded; when none can be loaded, nothing is remembered and
+ * the next call tries again. Every function here returns
  * DLB_ERR_UNSUPPORTED_DEVICE when no CUDA driver can be loaded (the message
  * says the driver was not found) or when the library was built without CUDA
  * support (-Dcuda=disabled; the message says so).
