@@ -1,6 +1,13 @@
-// The C entry points. Each one is a firewall: arguments are checked, the
-// work is done by the C++ core, and every failure becomes a status plus the
-// thread-local message. Nothing else lives here.
+// The C entry points of the core: versions, errors, dtypes, buffers, export,
+// import, validation, backends, devices and protocol rules. Each body runs
+// behind the firewall (errors.hpp: no exception leaves the library, every
+// failure is a status plus the thread's message) and calls the C++ core;
+// the checks and the work live there. The other entry points sit beside
+// what they expose: the CUDA ones in cuda/cuda_backend.cpp (cuda/
+// cuda_disabled.cpp in builds without CUDA), the exchange allocator in
+// exchange.cpp, the copy-thread settings in copy_pool.cpp; they use the
+// same firewall (errors.hpp: firewall, firewall_void, firewall_value). Also here: the static checks of the DLPack layouts the
+// library relies on.
 #include <dlbridge/dlbridge.h>
 
 #include <cinttypes>
@@ -111,6 +118,24 @@ dlb_status device_info_impl(int32_t device_type, dlb_device_info* out) {
   out->device_type = device_type;
   out->flags = d->flags;
   out->name = d->name;
+  return DLB_OK;
+}
+
+dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out) {
+  constexpr std::size_t kMinSize = offsetof(dlb_layout_info, max_offset) + sizeof(int64_t);
+  if (layout == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "layout is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (out->struct_size < kMinSize)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu (must be at least %zu: set it to "
+                     "sizeof(dlb_layout_info))", out->struct_size, kMinSize);
+  dlb::LayoutInfo info;
+  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info));
+  out->numel = info.numel;
+  out->nbytes = info.nbytes;
+  out->element_bits = static_cast<uint32_t>(dlb::element_bits(layout->dtype));
+  out->contiguous = info.contiguous ? 1 : 0;
+  out->min_offset = info.min_offset;
+  out->max_offset = info.max_offset;
   return DLB_OK;
 }
 
@@ -327,11 +352,11 @@ DLB_API void dlb_import_options_init(dlb_import_options* options) {
 
 DLB_API dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
                                         dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, DLB_STREAM_NONE, out); });
+  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, out); });
 }
 
 DLB_API dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_options* options, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, DLB_STREAM_NONE, out); });
+  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, out); });
 }
 
 DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor) {
@@ -396,16 +421,20 @@ DLB_API dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_optio
 
 DLB_API dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor, const dlb_import_options* options,
                                                   int64_t stream, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_versioned(tensor, options, stream, out); });
+  return firewall(__func__, [&] { return dlb::import_versioned_on_stream(tensor, options, stream, out); });
 }
 
 DLB_API dlb_status dlb_import_legacy_on_stream(DLManagedTensor* tensor, const dlb_import_options* options,
                                                int64_t stream, dlb_buffer** out) {
-  return firewall(__func__, [&] { return dlb::import_legacy(tensor, options, stream, out); });
+  return firewall(__func__, [&] { return dlb::import_legacy_on_stream(tensor, options, stream, out); });
 }
 
 DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream) {
   return firewall(__func__, [&] { return dlb::check_consumer_stream(device, stream); });
+}
+
+DLB_API dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out) {
+  return firewall(__func__, [&] { return layout_describe_impl(layout, out); });
 }
 
 }  // extern "C"

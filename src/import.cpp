@@ -14,7 +14,8 @@
 namespace dlb {
 namespace {
 
-dlb_status read_options(const dlb_import_options* options, dlb_import_options* opt) noexcept {
+__attribute__((always_inline)) inline dlb_status read_options(const dlb_import_options* options,
+                                                              dlb_import_options* opt) noexcept {
   dlb_import_options_init(opt);
   if (options == nullptr) return DLB_OK;
   if (options->struct_size < offsetof(dlb_import_options, require_alignment) + sizeof(options->require_alignment))
@@ -32,49 +33,71 @@ dlb_status read_options(const dlb_import_options* options, dlb_import_options* o
   return DLB_OK;
 }
 
-// Checks `t` and the caller's requirements, then makes the buffer: through
-// the CUDA backend when the options route its memory there and the backend
-// takes it (`versioned` and `managed` say what it then owns), else over
-// `ops`. Owns nothing on failure.
-dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt,
-                         std::int64_t stream, const StorageOps& ops, const StorageState& state, bool versioned,
-                         void* managed, dlb_buffer** out) noexcept {
-  LayoutInfo info;
-  DLB_TRY(check_layout(&t, Origin::incoming, true, &info));
+// Checks `t` and the caller's requirements; fills `info` and the buffer
+// flags the import gets.
+__attribute__((always_inline)) inline dlb_status check_incoming(const DLTensor& t, std::uint64_t dl_flags,
+                                                                const dlb_import_options& opt, LayoutInfo* info,
+                                                                std::uint64_t* flags) noexcept {
+  DLB_TRY(check_layout(&t, Origin::incoming, true, info));
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype))
     return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
                      "tensor has IS_SUBBYTE_TYPE_PADDED set for a %u-bit type; dlbridge reads packed sub-byte data only",
                      static_cast<unsigned>(element_bits(t.dtype)));
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
-  if (opt.require_alignment > 1 && !info.empty && origin % opt.require_alignment != 0)
+  if (opt.require_alignment > 1 && !info->empty && origin % opt.require_alignment != 0)
     return set_error(DLB_ERR_ALIGNMENT,
                      "tensor data + byte_offset = %p + %" PRIu64 " is not aligned to %" PRIu64 " bytes", t.data,
                      static_cast<std::uint64_t>(t.byte_offset), opt.require_alignment);
-  if (opt.require_contiguous != 0 && !info.contiguous)
+  if (opt.require_contiguous != 0 && !info->contiguous)
     return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
                      "tensor is not compact row-major and require_contiguous is set (copy it with "
                      "dlb_buffer_to_host, or drop the requirement)");
   const bool read_only = (dl_flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   if (opt.require_writable != 0 && read_only)
     return set_error(DLB_ERR_READ_ONLY, "tensor is flagged READ_ONLY and require_writable is set");
-  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0 && is_cuda_memory(t.device)) {
-    const dlb_status s =
-        cuda_take_in(t, read_only ? DLB_BUFFER_READ_ONLY : 0, stream, versioned, managed, out);
-    if (s != DLB_ERR_UNSUPPORTED_DEVICE) return s;  // taken, or a failure of the backend's own
-  }
-  std::uint64_t flags = DLB_BUFFER_IMPORTED;
-  if (read_only) flags |= DLB_BUFFER_READ_ONLY;
-  if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) flags |= DLB_BUFFER_COPIED;
+  std::uint64_t f = DLB_BUFFER_IMPORTED;
+  if (read_only) f |= DLB_BUFFER_READ_ONLY;
+  if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) f |= DLB_BUFFER_COPIED;
+  *flags = f;
+  return DLB_OK;
+}
+
+// Checks `t` and the caller's requirements, then makes the buffer over
+// `ops`. Owns nothing on failure.
+dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_import_options& opt,
+                         const StorageOps& ops, const StorageState& state, dlb_buffer** out) noexcept {
+  LayoutInfo info;
+  std::uint64_t flags = 0;
+  DLB_TRY(check_incoming(t, dl_flags, opt, &info, &flags));
   dlb_buffer* b = buffer_create(t, info, ops, flags, state);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   *out = b;
   return DLB_OK;
 }
 
-}  // namespace
+// An import under DLB_IMPORT_CUDA_BACKEND: after the same checks, CUDA
+// memory goes to the CUDA backend (which then owns the managed tensor in
+// `state`), and what it refuses as not its own comes in over `ops`. Kept out
+// of line: the plain import stays as it was.
+__attribute__((noinline)) dlb_status import_routed(const DLTensor& t, std::uint64_t dl_flags,
+                                                   const dlb_import_options& opt, std::int64_t stream,
+                                                   const StorageOps& ops, const StorageState& state,
+                                                   dlb_buffer** out) noexcept {
+  if (is_cuda_memory(t.device)) {
+    LayoutInfo info;
+    std::uint64_t flags = 0;
+    DLB_TRY(check_incoming(t, dl_flags, opt, &info, &flags));
+    const bool versioned = &ops == &kImportedVersionedStorage;
+    void* managed = versioned ? static_cast<void*>(state.versioned) : static_cast<void*>(state.legacy);
+    const dlb_status s = cuda_take_in(t, flags & DLB_BUFFER_READ_ONLY, stream, versioned, managed, out);
+    if (s != DLB_ERR_UNSUPPORTED_DEVICE) return s;  // taken, or a failure of the backend's own
+  }
+  return import_tensor(t, dl_flags, opt, ops, state, out);
+}
 
-dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_options* options, std::int64_t stream,
-                            dlb_buffer** out) noexcept {
+__attribute__((always_inline)) inline dlb_status versioned_body(DLManagedTensorVersioned* m,
+                                                                const dlb_import_options* options,
+                                                                std::int64_t stream, dlb_buffer** out) noexcept {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (m->version.major != 1)
@@ -87,13 +110,16 @@ dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_option
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.versioned = m;
-  DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, stream, kImportedVersionedStorage, state, true, m, &b));
+  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0)
+    DLB_TRY(import_routed(m->dl_tensor, m->flags, opt, stream, kImportedVersionedStorage, state, &b));
+  else
+    DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, kImportedVersionedStorage, state, &b));
   *out = b;
   return DLB_OK;
 }
 
-dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, std::int64_t stream,
-                         dlb_buffer** out) noexcept {
+__attribute__((always_inline)) inline dlb_status legacy_body(DLManagedTensor* m, const dlb_import_options* options,
+                                                             std::int64_t stream, dlb_buffer** out) noexcept {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   dlb_import_options opt;
@@ -102,9 +128,33 @@ dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, 
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.legacy = m;
-  DLB_TRY(import_tensor(m->dl_tensor, flags, opt, stream, kImportedLegacyStorage, state, false, m, &b));
+  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0)
+    DLB_TRY(import_routed(m->dl_tensor, flags, opt, stream, kImportedLegacyStorage, state, &b));
+  else
+    DLB_TRY(import_tensor(m->dl_tensor, flags, opt, kImportedLegacyStorage, state, &b));
   *out = b;
   return DLB_OK;
+}
+
+}  // namespace
+
+dlb_status import_versioned(DLManagedTensorVersioned* m, const dlb_import_options* options,
+                            dlb_buffer** out) noexcept {
+  return versioned_body(m, options, DLB_STREAM_NONE, out);
+}
+
+dlb_status import_versioned_on_stream(DLManagedTensorVersioned* m, const dlb_import_options* options,
+                                      std::int64_t stream, dlb_buffer** out) noexcept {
+  return versioned_body(m, options, stream, out);
+}
+
+dlb_status import_legacy(DLManagedTensor* m, const dlb_import_options* options, dlb_buffer** out) noexcept {
+  return legacy_body(m, options, DLB_STREAM_NONE, out);
+}
+
+dlb_status import_legacy_on_stream(DLManagedTensor* m, const dlb_import_options* options, std::int64_t stream,
+                                   dlb_buffer** out) noexcept {
+  return legacy_body(m, options, stream, out);
 }
 
 dlb_status validate(const DLTensor* t, std::uint32_t flags) noexcept {

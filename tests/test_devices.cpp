@@ -428,3 +428,49 @@ TEST_F(Devices, ResolveFailsAsTheExportWouldAndLeavesOutUntouched) {
   EXPECT_EQ(dlb_buffer_refcount(cuda), 1);
   dlb_buffer_release(cuda);
 }
+
+TEST_F(Devices, LayoutDescribeGivesTheArithmetic) {
+  dlb_layout_info info;
+  std::memset(&info, 0xAB, sizeof info);
+  info.struct_size = sizeof info;
+  int64_t shape[2] = {3, 4};
+  int64_t strides[2] = {-4, 2};  // rows reversed, every other column
+  DLTensor t{nullptr, cpu(), 2, f32(), shape, strides, 0};
+  ASSERT_EQ(dlb_layout_describe(&t, &info), DLB_OK) << last_message();
+  EXPECT_EQ(info.numel, 12u);
+  EXPECT_EQ(info.nbytes, 48u);
+  EXPECT_EQ(info.element_bits, 32u);
+  EXPECT_EQ(info.contiguous, 0);
+  EXPECT_EQ(info.min_offset, -8);  // row 2: 2 * -4
+  EXPECT_EQ(info.max_offset, 6);   // column 3: 3 * 2
+  t.strides = nullptr;
+  DLDataType f4{17, 4, 1};
+  t.dtype = f4;
+  ASSERT_EQ(dlb_layout_describe(&t, &info), DLB_OK);
+  EXPECT_EQ(info.nbytes, 6u);  // 48 bits
+  EXPECT_EQ(info.element_bits, 4u);
+  EXPECT_EQ(info.contiguous, 1);
+  EXPECT_EQ(info.min_offset, 0);
+  EXPECT_EQ(info.max_offset, 11);
+  shape[0] = 0;
+  ASSERT_EQ(dlb_layout_describe(&t, &info), DLB_OK);
+  EXPECT_EQ(info.numel, 0u);
+  EXPECT_EQ(info.max_offset, 0);
+  // Refusals leave out as it was.
+  shape[0] = -1;
+  info.numel = 77;
+  EXPECT_EQ(dlb_layout_describe(&t, &info), DLB_ERR_MALFORMED);
+  EXPECT_EQ(info.numel, 77u);
+  shape[0] = 3;
+  t.dtype = DLDataType{kDLFloat, 12, 1};
+  EXPECT_EQ(dlb_layout_describe(&t, &info), DLB_ERR_UNSUPPORTED_DTYPE);
+  t.dtype = f32();
+  int64_t huge[2] = {INT64_MAX / 2, 4};
+  t.shape = huge;
+  EXPECT_EQ(dlb_layout_describe(&t, &info), DLB_ERR_OVERFLOW);
+  info.struct_size = 8;
+  EXPECT_EQ(dlb_layout_describe(&t, &info), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("struct_size"));
+  EXPECT_EQ(dlb_layout_describe(nullptr, &info), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_layout_describe(&t, nullptr), DLB_ERR_INVALID_ARGUMENT);
+}

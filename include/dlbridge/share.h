@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dlbridge/dlbridge.h"
+#include "dlbridge/buffer.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Stage: the Rust crate (rust/dlbridge) against the freshly built library:
-# cargo test --offline, then cargo clippy -D warnings and cargo fmt --check
-# when those tools are installed.
+# Stage: the Rust workspace (rust/: dlbridge-sys, the declarations, and
+# dlbridge, the safe layer) against the freshly built library: cargo test
+# --offline (the layout test compiles its C program with cc, or $CC), then
+# cargo clippy -D warnings and cargo fmt --check when those tools are
+# installed.
 #
 #   bash scripts/test.d/50-rust.sh <build-dir>
 set -euo pipefail
@@ -9,7 +11,7 @@ set -euo pipefail
 build=${1:?usage: 50-rust.sh <build-dir>}
 [ -d "$build" ] || { echo "50-rust: no build directory '$build'" >&2; exit 2; }
 root=$(pwd)
-[ -f "$root/rust/dlbridge/Cargo.toml" ] || { echo "50-rust: run from the repository root" >&2; exit 2; }
+[ -f "$root/rust/Cargo.toml" ] || { echo "50-rust: run from the repository root" >&2; exit 2; }
 libdir=$(cd "$build/src" && pwd)
 [ -e "$libdir/libdlbridge.so" ] || { echo "50-rust: $libdir/libdlbridge.so is missing" >&2; exit 1; }
 
@@ -23,19 +25,19 @@ export DLBRIDGE_INCLUDE_DIR=$root/include
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 export CARGO_TERM_COLOR=never
-cd "$root/rust/dlbridge"
+cd "$root/rust"
 
-echo "== 50-rust: cargo test --offline (library: $libdir)"
-cargo test --offline
+echo "== 50-rust: cargo test --offline --workspace (library: $libdir)"
+cargo test --offline --workspace
 
 if cargo clippy --version >/dev/null 2>&1; then
-  echo "== 50-rust: cargo clippy --offline --all-targets -- -D warnings"
-  cargo clippy --offline --all-targets -- -D warnings
+  echo "== 50-rust: cargo clippy --offline --workspace --all-targets -- -D warnings"
+  cargo clippy --offline --workspace --all-targets -- -D warnings
 else
   echo "== 50-rust: cargo clippy is not installed; lint step skipped"
 fi
 if cargo fmt --version >/dev/null 2>&1; then
   echo "== 50-rust: cargo fmt --check"
-  cargo fmt --check
+  cargo fmt --all --check
 fi
 echo "== 50-rust: OK"

@@ -14,6 +14,11 @@ dlb_status refuse(const char* function) noexcept {
                         function);
 }
 
+// An entry point's body behind the firewall, as every entry point's is.
+dlb_status refused(const char* function) noexcept {
+  return dlb::firewall(function, [&] { return refuse(function); });
+}
+
 }  // namespace
 
 dlb_status dlb::cuda_default_alloc(DLDevice device, DLDataType, std::int32_t, const std::int64_t*, dlb_buffer**) {
@@ -31,27 +36,27 @@ dlb_status dlb::cuda_take_in(const DLTensor& t, std::uint64_t, std::int64_t, boo
 
 extern "C" {
 
-DLB_API dlb_status dlb_cuda_backend_create(int32_t, dlb_backend**) { return refuse(__func__); }
+DLB_API dlb_status dlb_cuda_backend_create(int32_t, dlb_backend**) { return refused(__func__); }
 
 DLB_API dlb_status dlb_cuda_buffer_alloc(dlb_backend*, DLDevice, DLDataType, int32_t, const int64_t*, dlb_buffer**) {
-  return refuse(__func__);
+  return refused(__func__);
 }
 
 DLB_API dlb_status dlb_cuda_buffer_wrap(dlb_backend*, const DLTensor*, uint64_t, int64_t, dlb_release_fn, void*,
                                         dlb_buffer**) {
-  return refuse(__func__);
+  return refused(__func__);
 }
 
 DLB_API dlb_status dlb_cuda_import_versioned(dlb_backend*, DLManagedTensorVersioned*, int64_t, dlb_buffer**) {
-  return refuse(__func__);
+  return refused(__func__);
 }
 
 DLB_API dlb_status dlb_cuda_import_legacy(dlb_backend*, DLManagedTensor*, int64_t, dlb_buffer**) {
-  return refuse(__func__);
+  return refused(__func__);
 }
 
-DLB_API dlb_status dlb_cuda_buffer_set_stream(dlb_buffer*, int64_t) { return refuse(__func__); }
+DLB_API dlb_status dlb_cuda_buffer_set_stream(dlb_buffer*, int64_t) { return refused(__func__); }
 
-DLB_API dlb_status dlb_cuda_buffer_stream(const dlb_buffer*, int64_t*) { return refuse(__func__); }
+DLB_API dlb_status dlb_cuda_buffer_stream(const dlb_buffer*, int64_t*) { return refused(__func__); }
 
 }  // extern "C"

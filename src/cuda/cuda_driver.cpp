@@ -2,7 +2,9 @@
 // errors.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 
 #include "../errors.hpp"
 #include "cuda_internal.hpp"
@@ -51,9 +53,30 @@ Driver load_driver() noexcept {
 
 }  // namespace
 
+// A usable driver is loaded once and kept for the life of the process. A
+// failed attempt is not kept: the next call tries again (a driver the
+// process loads later is then found). The reason reported is the first
+// failure's, written once under the lock and never changed.
 const Driver& driver() noexcept {
-  static const Driver d = load_driver();
-  return d;
+  static std::atomic<const Driver*> loaded{nullptr};
+  static std::mutex mutex;
+  static Driver kept;
+  static Driver first_failure;
+  static bool failed_before = false;
+  if (const Driver* d = loaded.load(std::memory_order_acquire)) return *d;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const Driver* d = loaded.load(std::memory_order_acquire)) return *d;
+  Driver attempt = load_driver();
+  if (!attempt.usable) {
+    if (!failed_before) {
+      first_failure = attempt;
+      failed_before = true;
+    }
+    return first_failure;
+  }
+  kept = attempt;
+  loaded.store(&kept, std::memory_order_release);
+  return kept;
 }
 
 dlb_status no_driver() noexcept { return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s", driver().why); }

@@ -35,8 +35,9 @@ struct Driver {
 };
 
 // libcuda.so.1, loaded with dlopen on the first call and kept for the life
-// of the process. The library names no other file: a test makes its fake
-// driver the one found by loading it first (its SONAME is libcuda.so.1).
+// of the process once usable; without a usable driver every call tries
+// again. The library names no other file: a test makes its fake driver
+// the one found by loading it first (its SONAME is libcuda.so.1).
 const Driver& driver() noexcept;
 
 // DLB_ERR_UNSUPPORTED_DEVICE saying why there is no usable driver.

@@ -5,10 +5,11 @@ use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::dtype::Element;
+use crate::dtype::{DataTypeExt, DeviceExt, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{self, DLDataType, DLDevice, DLTensor};
-use crate::tensor::{ExportOptions, LegacyManagedTensor, ManagedTensor};
+use crate::options::ExportOptions;
+use crate::tensor::{LegacyManagedTensor, ManagedTensor};
 
 /// Metadata of a buffer; it never changes once the buffer exists.
 #[derive(Debug)]
@@ -84,23 +85,34 @@ pub fn compact_strides(shape: &[i64]) -> Result<Vec<i64>> {
     Ok(out)
 }
 
-/// The range of element offsets a strided view reaches, or None when it has
-/// no elements. Negative extents give None too: the library reports them.
-fn element_reach(shape: &[i64], strides: &[i64], offset: i64) -> Result<Option<(i64, i64)>> {
-    if shape.iter().any(|&e| e <= 0) {
-        return Ok(None);
-    }
-    let overflow = || Error::new(Status::Overflow, "strided view's extent overflows 64 bits");
-    let (mut lo, mut hi) = (offset, offset);
-    for (&e, &s) in shape.iter().zip(strides) {
-        let span = (e - 1).checked_mul(s).ok_or_else(overflow)?;
-        if span < 0 {
-            lo = lo.checked_add(span).ok_or_else(overflow)?;
-        } else {
-            hi = hi.checked_add(span).ok_or_else(overflow)?;
+/// `dlb_layout_describe`: the library's arithmetic for a layout of `dtype`,
+/// `shape` and `strides` (in elements; `None` is compact row-major) on the
+/// CPU: element count, compact size, element width, contiguity, and the
+/// range of element offsets a strided view reaches. Fails as the library
+/// would for a buffer of that layout.
+pub fn describe_layout(dtype: DLDataType, shape: &[i64], strides: Option<&[i64]>) -> Result<ffi::dlb_layout_info> {
+    if let Some(s) = strides {
+        if s.len() != shape.len() {
+            return Err(out_of_range(format!("{} strides given for {} dimensions", s.len(), shape.len())));
         }
     }
-    Ok(Some((lo, hi)))
+    let view = DLTensor {
+        data: ptr::null_mut(),
+        device: DLDevice::CPU,
+        ndim: ndim_of(shape)?,
+        dtype,
+        shape: if shape.is_empty() { ptr::null_mut() } else { shape.as_ptr() as *mut i64 },
+        strides: match strides {
+            Some(s) if !s.is_empty() => s.as_ptr() as *mut i64,
+            _ => ptr::null_mut(),
+        },
+        byte_offset: 0,
+    };
+    let mut info = ffi::dlb_layout_info { struct_size: mem::size_of::<ffi::dlb_layout_info>(), ..Default::default() };
+    // SAFETY: view's shape and strides point at ndim values (or are NULL);
+    // the library only reads them; info is writable.
+    check(unsafe { ffi::dlb_layout_describe(&view, &mut info) })?;
+    Ok(info)
 }
 
 unsafe extern "C" fn release_boxed_slice<T>(ctx: *mut c_void) {
@@ -198,14 +210,12 @@ impl Buffer {
 
     /// Like `wrap_vec`, for a boxed slice.
     pub fn wrap_boxed_slice<T: Element>(data: Box<[T]>, shape: &[i64]) -> Result<Buffer> {
-        if shape.iter().all(|&e| e >= 0) {
-            let n = shape.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e as u64));
-            if n != Some(data.len() as u64) {
-                return Err(out_of_range(format!(
-                    "shape {shape:?} does not hold exactly the slice's {} elements",
-                    data.len()
-                )));
-            }
+        let info = describe_layout(T::DTYPE, shape, None)?;
+        if info.numel != data.len() as u64 {
+            return Err(out_of_range(format!(
+                "shape {shape:?} does not hold exactly the slice's {} elements",
+                data.len()
+            )));
         }
         Buffer::wrap_boxed_slice_strided(data, shape, None, 0, 0)
     }
@@ -222,24 +232,12 @@ impl Buffer {
         flags: u64,
     ) -> Result<Buffer> {
         let len = data.len() as i64;
-        let compact;
-        let strides_used = match strides {
-            Some(s) => {
-                if s.len() != shape.len() {
-                    return Err(out_of_range(format!("{} strides given for {} dimensions", s.len(), shape.len())));
-                }
-                s
-            }
-            None => {
-                // A shape the library refuses (a negative extent) gets no
-                // strides here: its own wrap call below names the fault.
-                compact = compact_strides(shape).unwrap_or_default();
-                &compact[..]
-            }
-        };
+        let info = describe_layout(T::DTYPE, shape, strides)?;
         let offset_i = i64::try_from(offset).map_err(|_| out_of_range("offset too large"))?;
-        let checkable = strides_used.len() == shape.len();
-        if let Some((lo, hi)) = if checkable { element_reach(shape, strides_used, offset_i)? } else { None } {
+        if info.numel > 0 {
+            let overflow = || Error::new(Status::Overflow, "strided view's extent overflows 64 bits");
+            let lo = offset_i.checked_add(info.min_offset).ok_or_else(overflow)?;
+            let hi = offset_i.checked_add(info.max_offset).ok_or_else(overflow)?;
             if lo < 0 || hi >= len {
                 return Err(out_of_range(format!("the view reaches elements {lo}..={hi} but the slice has {len}")));
             }
@@ -415,14 +413,25 @@ impl Buffer {
         Buffer::from_new(out)
     }
 
-    /// Exports as a DLPack 1.x managed tensor.
+    /// `dlb_export_versioned`: exports as a DLPack 1.x managed tensor (the
+    /// one way to make a `ManagedTensor` from a buffer).
     pub fn export(&self, options: &ExportOptions) -> Result<ManagedTensor> {
-        ManagedTensor::export(self, options)
+        let mut out = ptr::null_mut();
+        // SAFETY: live buffer handle, valid options, writable out.
+        check(unsafe { ffi::dlb_export_versioned(self.raw.as_ptr(), options.as_raw(), &mut out) })?;
+        // SAFETY: on success `out` is a managed tensor we now own.
+        unsafe { ManagedTensor::from_raw(out) }
+            .ok_or_else(|| Error::new(Status::Internal, "export returned OK and NULL"))
     }
 
-    /// Exports as a legacy managed tensor.
+    /// `dlb_export_legacy`: exports as a legacy managed tensor.
     pub fn export_legacy(&self, options: &ExportOptions) -> Result<LegacyManagedTensor> {
-        LegacyManagedTensor::export(self, options)
+        let mut out = ptr::null_mut();
+        // SAFETY: live buffer handle, valid options, writable out.
+        check(unsafe { ffi::dlb_export_legacy(self.raw.as_ptr(), options.as_raw(), &mut out) })?;
+        // SAFETY: on success `out` is a managed tensor we now own.
+        unsafe { LegacyManagedTensor::from_raw(out) }
+            .ok_or_else(|| Error::new(Status::Internal, "export returned OK and NULL"))
     }
 
     fn check_element<T: Element>(&self) -> Result<()> {

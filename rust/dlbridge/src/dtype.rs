@@ -5,39 +5,32 @@ use std::ffi::{c_char, CStr, CString};
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{self, DLDataType, DLDevice};
 
-impl DLDataType {
-    pub const fn new(code: u8, bits: u8, lanes: u16) -> DLDataType {
-        DLDataType { code, bits, lanes }
-    }
-    pub const I8: DLDataType = DLDataType::new(ffi::kDLInt, 8, 1);
-    pub const I16: DLDataType = DLDataType::new(ffi::kDLInt, 16, 1);
-    pub const I32: DLDataType = DLDataType::new(ffi::kDLInt, 32, 1);
-    pub const I64: DLDataType = DLDataType::new(ffi::kDLInt, 64, 1);
-    pub const U8: DLDataType = DLDataType::new(ffi::kDLUInt, 8, 1);
-    pub const U16: DLDataType = DLDataType::new(ffi::kDLUInt, 16, 1);
-    pub const U32: DLDataType = DLDataType::new(ffi::kDLUInt, 32, 1);
-    pub const U64: DLDataType = DLDataType::new(ffi::kDLUInt, 64, 1);
-    pub const F16: DLDataType = DLDataType::new(ffi::kDLFloat, 16, 1);
-    pub const F32: DLDataType = DLDataType::new(ffi::kDLFloat, 32, 1);
-    pub const F64: DLDataType = DLDataType::new(ffi::kDLFloat, 64, 1);
-    pub const BF16: DLDataType = DLDataType::new(ffi::kDLBfloat, 16, 1);
-    pub const BOOL: DLDataType = DLDataType::new(ffi::kDLBool, 8, 1);
-    pub const COMPLEX64: DLDataType = DLDataType::new(ffi::kDLComplex, 64, 1);
-    pub const COMPLEX128: DLDataType = DLDataType::new(ffi::kDLComplex, 128, 1);
-
+/// What the library says about a dtype (`DLDataType` is declared in
+/// `dlbridge-sys`, with its constructors and the common dtypes as consts).
+pub trait DataTypeExt: Sized {
     /// The dtype of a Rust element type.
-    pub const fn of<T: Element>() -> DLDataType {
+    fn of<T: Element>() -> DLDataType {
         T::DTYPE
     }
-
     /// `dlb_dtype_check`: Ok when DLPack defines this dtype.
-    pub fn check(self) -> Result<()> {
+    fn check(self) -> Result<()>;
+    /// `dlb_dtype_name`: "float32", "uint8", "bfloat16", "float32x4", ...
+    fn name(self) -> Result<String>;
+    /// `dlb_dtype_from_name`: parses a name as `name()` writes it.
+    fn from_name(name: &str) -> Result<DLDataType>;
+    /// Bytes of one element, when it is a whole number of bytes, as the
+    /// library counts them (`dlb_layout_describe`); None for sub-byte types
+    /// and for dtypes the library does not know.
+    fn element_bytes(self) -> Option<usize>;
+}
+
+impl DataTypeExt for DLDataType {
+    fn check(self) -> Result<()> {
         // SAFETY: plain value argument.
         check(unsafe { ffi::dlb_dtype_check(self) })
     }
 
-    /// `dlb_dtype_name`: "float32", "uint8", "bfloat16", "float32x4", ...
-    pub fn name(self) -> Result<String> {
+    fn name(self) -> Result<String> {
         let mut out = [0 as c_char; 64];
         // SAFETY: `out` is writable for its whole length.
         check(unsafe { ffi::dlb_dtype_name(self, out.as_mut_ptr(), out.len()) })?;
@@ -45,8 +38,7 @@ impl DLDataType {
         Ok(unsafe { CStr::from_ptr(out.as_ptr()) }.to_string_lossy().into_owned())
     }
 
-    /// `dlb_dtype_from_name`: parses a name as `name()` writes it.
-    pub fn from_name(name: &str) -> Result<DLDataType> {
+    fn from_name(name: &str) -> Result<DLDataType> {
         let c = CString::new(name)
             .map_err(|_| Error::new(Status::InvalidArgument, format!("dtype name {name:?} contains NUL")))?;
         let mut out = DLDataType::new(0, 0, 0);
@@ -55,11 +47,10 @@ impl DLDataType {
         Ok(out)
     }
 
-    /// Bytes of one element, when it is a whole number of bytes.
-    pub fn element_bytes(self) -> Option<usize> {
-        let bits = self.bits as usize * self.lanes as usize;
-        if bits & 7 == 0 {
-            Some(bits / 8)
+    fn element_bytes(self) -> Option<usize> {
+        let info = crate::buffer::describe_layout(self, &[], None).ok()?;
+        if info.element_bits % 8 == 0 {
+            Some(info.element_bits as usize / 8)
         } else {
             None
         }
@@ -118,25 +109,27 @@ impl DeviceInfo {
     }
 }
 
-impl DLDevice {
-    pub const fn new(device_type: ffi::DLDeviceType, device_id: i32) -> DLDevice {
-        DLDevice { device_type, device_id }
-    }
-    /// The host: `{kDLCPU, 0}`.
-    pub const CPU: DLDevice = DLDevice::new(ffi::kDLCPU, 0);
-
+/// What the library's device table says about a device (`DLDevice` is
+/// declared in `dlbridge-sys`, with `new` and `CPU`).
+pub trait DeviceExt: Sized {
     /// The device of the type the library's table names `name`.
-    pub fn named(name: &str, device_id: i32) -> Result<DLDevice> {
+    fn named(name: &str, device_id: i32) -> Result<DLDevice>;
+    /// What the library's device table says about this device's type.
+    fn info(self) -> Result<DeviceInfo>;
+    /// Whether the CPU can read this device's memory directly.
+    fn is_host_accessible(&self) -> bool;
+}
+
+impl DeviceExt for DLDevice {
+    fn named(name: &str, device_id: i32) -> Result<DLDevice> {
         Ok(DLDevice::new(DeviceInfo::named(name)?.device_type, device_id))
     }
 
-    /// What the library's device table says about this device's type.
-    pub fn info(self) -> Result<DeviceInfo> {
+    fn info(self) -> Result<DeviceInfo> {
         DeviceInfo::of(self.device_type)
     }
 
-    /// Whether the CPU can read this device's memory directly.
-    pub fn is_host_accessible(self) -> bool {
+    fn is_host_accessible(&self) -> bool {
         self.info().map(|i| i.is_host_readable()).unwrap_or(false)
     }
 }

@@ -9,26 +9,33 @@
 //! assert_eq!(again.get::<f32>(&[1, 0]).unwrap(), 3.0);
 //! ```
 //!
-//! The raw declarations are in [`ffi`]; everything else is safe unless
-//! marked `unsafe`.
+//! The raw declarations are the `dlbridge-sys` crate, re-exported as
+//! [`ffi`]; everything else is safe unless marked `unsafe`.
 
-pub mod ffi;
+pub use dlbridge_sys as ffi;
 
 mod buffer;
 mod dtype;
 mod error;
+mod import;
+mod options;
 pub mod share;
 mod tensor;
 
 use std::ffi::CStr;
 
-pub use buffer::{compact_strides, Buffer};
-pub use dtype::{DeviceInfo, Element};
+pub use buffer::{compact_strides, describe_layout, Buffer};
+pub use dtype::{DataTypeExt, DeviceExt, DeviceInfo, Element};
+
+/// The traits that give `DLDataType` and `DLDevice` the library's answers.
+pub mod prelude {
+    pub use crate::dtype::{DataTypeExt, DeviceExt};
+}
 pub use error::{status_name, Error, Result, Status};
 pub use ffi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
-pub use tensor::{
-    import_legacy, import_versioned, CopyPolicy, ExportOptions, ImportOptions, LegacyManagedTensor, ManagedTensor,
-};
+pub use import::{import_legacy, import_versioned};
+pub use options::{CopyPolicy, ExportOptions, ImportOptions};
+pub use tensor::{LegacyManagedTensor, ManagedTensor};
 
 /// The library's version, "MAJOR.MINOR.PATCH".
 pub fn version_string() -> &'static str {

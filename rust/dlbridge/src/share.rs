@@ -20,51 +20,7 @@ use std::ptr;
 use crate::error::check;
 use crate::{Buffer, DLDataType, DLDevice, Result};
 
-// ---------------------------------------------------------------------------
-// extern declarations of include/dlbridge/share.h (kept here, beside their
-// only user; they belong with the crate's other raw declarations)
-// ---------------------------------------------------------------------------
-#[allow(non_camel_case_types)]
-pub mod sys {
-    use crate::ffi::{dlb_buffer, dlb_status};
-    use crate::{DLDataType, DLDevice};
-
-    pub const DLB_SHARE_DESCRIPTION_VERSION: u32 = 1;
-    pub const DLB_SHARE_DESCRIPTION_HEADER: usize = 56;
-    pub const DLB_SHARE_DESCRIPTION_MAX: usize = DLB_SHARE_DESCRIPTION_HEADER + 16 * 64;
-    pub const DLB_SHARE_COPY_IF_NEEDED: u64 = 1 << 0;
-    pub const DLB_SHARE_READ_ONLY: u64 = 1 << 1;
-
-    #[repr(C)]
-    pub struct dlb_share_descriptor {
-        pub fd: i32,
-        pub size: u32,
-        pub description: [u8; DLB_SHARE_DESCRIPTION_MAX],
-    }
-
-    extern "C" {
-        pub fn dlb_buffer_alloc_shared(
-            device: DLDevice,
-            dtype: DLDataType,
-            ndim: i32,
-            shape: *const i64,
-            out: *mut *mut dlb_buffer,
-        ) -> dlb_status;
-        pub fn dlb_buffer_share(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_descriptor) -> dlb_status;
-        pub fn dlb_buffer_open_shared(
-            fd: i32,
-            description: *const u8,
-            size: usize,
-            flags: u64,
-            out: *mut *mut dlb_buffer,
-        ) -> dlb_status;
-        pub fn dlb_share_descriptor_close(descriptor: *mut dlb_share_descriptor);
-        pub fn dlb_share_send(socket_fd: i32, descriptor: *const dlb_share_descriptor) -> dlb_status;
-        pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;
-        pub fn dlb_shared_mappings() -> i64;
-    }
-}
-// --------------------------- end of share.h declarations -------------------
+use crate::ffi as sys;
 
 pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY};
 

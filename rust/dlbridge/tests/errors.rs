@@ -7,6 +7,7 @@ use std::ptr;
 
 use common::{count, counter, ForeignSpec};
 use dlbridge::ffi;
+use dlbridge::prelude::*;
 use dlbridge::{
     import_versioned, live_exports, status_name, Buffer, DLDataType, DLDevice, DLTensor, Error, ExportOptions,
     ImportOptions, Status,

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dlbridge::ffi;
+use dlbridge::prelude::*;
 use dlbridge::{live_exports, Buffer, CopyPolicy, DLDataType, DLDevice, DLTensor, ExportOptions, ImportOptions};
 
 #[test]

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dlbridge::ffi;
+use dlbridge::prelude::*;
 use dlbridge::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor, Element};
 
 /// `dlb_live_exports()` is process-wide: tests that export or assert on it

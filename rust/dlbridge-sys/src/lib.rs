@@ -1,8 +1,11 @@
-//! Raw declarations of the C surface in `include/dlbridge/dlbridge.h` and of
-//! the DLPack structs it uses, written by hand to match the header exactly
-//! (the `layout` test compares sizes and offsets with the C compiler's).
+//! Raw declarations of the C surface in `include/dlbridge/dlbridge.h` (and
+//! the headers it includes) and of the DLPack structs it uses, written by
+//! hand to match the header exactly (the `dlbridge` crate's `layout` test
+//! compiles a C program that compares sizes, offsets and constants).
 //!
-//! Everything here is `unsafe` to call; the safe API is in the crate root.
+//! Declarations only: the build script finds and links the library and
+//! does nothing else. Everything here is `unsafe` to call; the safe API is
+//! the `dlbridge` crate.
 
 #![allow(non_camel_case_types, non_upper_case_globals)]
 
@@ -132,6 +135,7 @@ pub const DLB_EXPORT_STREAM_GIVEN: u64 = 1 << 2;
 pub const DLB_STREAM_NONE: i64 = 0;
 
 pub const DLB_IMPORT_LEGACY_READ_ONLY: u64 = 1 << 0;
+pub const DLB_IMPORT_CUDA_BACKEND: u64 = 1 << 1;
 
 pub const DLB_VALIDATE_CONTIGUOUS: u32 = 1 << 0;
 pub const DLB_VALIDATE_STRIDES_REQUIRED: u32 = 1 << 1;
@@ -319,6 +323,20 @@ extern "C" {
         options: *const dlb_export_options,
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
+    pub fn dlb_check_consumer_stream(device: DLDevice, stream: i64) -> dlb_status;
+    pub fn dlb_layout_describe(layout: *const DLTensor, out: *mut dlb_layout_info) -> dlb_status;
+    pub fn dlb_import_versioned_on_stream(
+        tensor: *mut DLManagedTensorVersioned,
+        options: *const dlb_import_options,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_import_legacy_on_stream(
+        tensor: *mut DLManagedTensor,
+        options: *const dlb_import_options,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
 
     // CUDA
     pub fn dlb_cuda_backend_create(device_id: i32, out: *mut *mut dlb_backend) -> dlb_status;
@@ -371,6 +389,7 @@ pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;
 pub const DLB_DEVICE_HOST_READABLE: u32 = 1 << 1;
 pub const DLB_DEVICE_ADDRESS: u32 = 1 << 2;
 pub const DLB_DEVICE_HAS_STREAMS: u32 = 1 << 3;
+pub const DLB_DEVICE_CUDA_BACKEND: u32 = 1 << 4;
 
 /// `dlb_device_info`: what the library knows about one device type.
 #[repr(C)]
@@ -380,4 +399,86 @@ pub struct dlb_device_info {
     pub device_type: i32,
     pub flags: u32,
     pub name: *const c_char,
+}
+
+/// `dlb_layout_info`: a layout's arithmetic, from `dlb_layout_describe`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct dlb_layout_info {
+    pub struct_size: usize,
+    pub numel: u64,
+    pub nbytes: u64,
+    pub element_bits: u32,
+    pub contiguous: i32,
+    pub min_offset: i64,
+    pub max_offset: i64,
+}
+
+// The DLPack spec's values, as constructors and constants (no library call).
+impl DLDataType {
+    pub const fn new(code: u8, bits: u8, lanes: u16) -> DLDataType {
+        DLDataType { code, bits, lanes }
+    }
+    pub const I8: DLDataType = DLDataType::new(kDLInt, 8, 1);
+    pub const I16: DLDataType = DLDataType::new(kDLInt, 16, 1);
+    pub const I32: DLDataType = DLDataType::new(kDLInt, 32, 1);
+    pub const I64: DLDataType = DLDataType::new(kDLInt, 64, 1);
+    pub const U8: DLDataType = DLDataType::new(kDLUInt, 8, 1);
+    pub const U16: DLDataType = DLDataType::new(kDLUInt, 16, 1);
+    pub const U32: DLDataType = DLDataType::new(kDLUInt, 32, 1);
+    pub const U64: DLDataType = DLDataType::new(kDLUInt, 64, 1);
+    pub const F16: DLDataType = DLDataType::new(kDLFloat, 16, 1);
+    pub const F32: DLDataType = DLDataType::new(kDLFloat, 32, 1);
+    pub const F64: DLDataType = DLDataType::new(kDLFloat, 64, 1);
+    pub const BF16: DLDataType = DLDataType::new(kDLBfloat, 16, 1);
+    pub const BOOL: DLDataType = DLDataType::new(kDLBool, 8, 1);
+    pub const COMPLEX64: DLDataType = DLDataType::new(kDLComplex, 64, 1);
+    pub const COMPLEX128: DLDataType = DLDataType::new(kDLComplex, 128, 1);
+}
+
+impl DLDevice {
+    pub const fn new(device_type: DLDeviceType, device_id: i32) -> DLDevice {
+        DLDevice { device_type, device_id }
+    }
+    /// The host: `{kDLCPU, 0}`.
+    pub const CPU: DLDevice = DLDevice::new(kDLCPU, 0);
+}
+
+// ---------------------------------------------------------------------------
+// include/dlbridge/share.h: tensors shared with other processes
+// ---------------------------------------------------------------------------
+
+pub const DLB_SHARE_DESCRIPTION_VERSION: u32 = 1;
+pub const DLB_SHARE_DESCRIPTION_HEADER: usize = 56;
+pub const DLB_SHARE_DESCRIPTION_MAX: usize = DLB_SHARE_DESCRIPTION_HEADER + 16 * 64;
+pub const DLB_SHARE_COPY_IF_NEEDED: u64 = 1 << 0;
+pub const DLB_SHARE_READ_ONLY: u64 = 1 << 1;
+
+#[repr(C)]
+pub struct dlb_share_descriptor {
+    pub fd: i32,
+    pub size: u32,
+    pub description: [u8; DLB_SHARE_DESCRIPTION_MAX],
+}
+
+extern "C" {
+    pub fn dlb_buffer_alloc_shared(
+        device: DLDevice,
+        dtype: DLDataType,
+        ndim: i32,
+        shape: *const i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_buffer_share(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_descriptor) -> dlb_status;
+    pub fn dlb_buffer_open_shared(
+        fd: i32,
+        description: *const u8,
+        size: usize,
+        flags: u64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_share_descriptor_close(descriptor: *mut dlb_share_descriptor);
+    pub fn dlb_share_send(socket_fd: i32, descriptor: *const dlb_share_descriptor) -> dlb_status;
+    pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;
+    pub fn dlb_shared_mappings() -> i64;
 }

@@ -1,0 +1,5 @@
+/* One part of the public header alone (HT_HEADER, set by meson), compiled
+ * as C99 with warnings as errors: it must bring everything it uses. */
+#include HT_HEADER
+
+int main(void) { return 0; }
