@@ -17,15 +17,21 @@
 // --touch first writes one byte per 4 KiB page of the destination (timed
 // as "touch": the page faults alone, with the kernel's zeroing), so that
 // the copy that follows runs on pages already in. --no-huge leaves the
-// destination unadvised (4 KiB pages, like malloc's). --busy starts a
+// destination unadvised (4 KiB pages, like malloc's).
+// The last line sums up the calls after the first: median and 90th
+// percentile of the call time, faults, the fewest huge pages granted,
+// THP fallbacks and compaction stalls, and the gap between the first and
+// the last thread's finish (the time one thread waited for the other). --busy starts a
 // spinning child process for the duration (stopped at the end).
 //
 // Run (release build):
 //   build/rel/bench/copy_diagnose [--view contiguous|transposed|reversed]
 //       [--calls N] [--threads N] [--touch] [--no-huge] [--busy] [--parts]
-//       [--no-keep]
+//       [--no-keep] [--parts-per-thread N]
 // (--parts: every part's thread, start and end, and faults; --no-keep: no
-// freed destination kept for the next call, every call maps afresh)
+// freed destination kept for the next call, every call maps afresh, as
+// before the kept mapping; --parts-per-thread 4: the split into four parts
+// per thread of earlier versions instead of huge-page parts)
 #include <dlbridge/dlbridge.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -33,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -93,11 +100,16 @@ std::int64_t anon_huge_kb(const void* p) {
   return -1;
 }
 
+double load_average() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string view = "contiguous";
-  int calls = 12, threads = 0;
+  int calls = 12, threads = 0, parts_per_thread = 0;
   bool touch = false, no_huge = false, busy = false, verbose = false, no_keep = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -109,9 +121,10 @@ int main(int argc, char** argv) {
     else if (a == "--busy") busy = true;
     else if (a == "--parts") verbose = true;
     else if (a == "--no-keep") no_keep = true;
+    else if (a == "--parts-per-thread" && i + 1 < argc) parts_per_thread = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--view contiguous|transposed|reversed] [--calls N] [--threads N] "
-                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep]\n", argv[0]);
+                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep] [--parts-per-thread N]\n", argv[0]);
       return 2;
     }
   }
@@ -146,16 +159,21 @@ int main(int argc, char** argv) {
   }
   dlb::testing::set_huge_page_advice(!no_huge);
   dlb::testing::set_keep_large_mapping(!no_keep);
+  dlb::testing::set_parts_per_thread(parts_per_thread);
   const int nthreads = threads > 0 ? threads : 0;
   dlb_set_copy_threads(nthreads);
   const int used = dlb::copy_threads();
-  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s)%s%s%s%s, pid %d\n", view.c_str(), used,
+  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s)%s%s%s%s%s, load %.2f\n", view.c_str(), used,
               touch ? ", pre-touched" : "", no_huge ? ", no huge-page advice" : "", busy ? ", other core busy" : "",
               no_keep ? ", fresh mapping every call" : "",
-              static_cast<int>(getpid()));
+              parts_per_thread > 0 ? (", " + std::to_string(parts_per_thread) + " parts per thread").c_str() : "",
+              load_average());
   std::printf("%4s %8s %7s %7s %7s %7s %6s %5s %5s %5s  %s\n", "call", "total", "alloc", "touch", "copy", "faults",
               "hugeM", "thpok", "thpfb", "cstl", "per thread: parts/faults/finish ms");
   std::vector<dlb::testing::PartRecord> rec(1024);
+  // For the summary: calls after the first (which also starts the pool).
+  std::vector<double> totals, gaps, faults_per_call;
+  std::int64_t min_huge_kb = INT64_MAX, fallbacks = 0, stalls = 0;
   for (int c = 0; c < calls; ++c) {
     const auto vm0 = vmstat();
     const std::int64_t f0 = minor_faults();
@@ -204,7 +222,10 @@ int main(int argc, char** argv) {
       v[2] = std::max(v[2], rec[static_cast<std::size_t>(i)].end_ns);
     }
     std::string threads_text;
+    std::int64_t first_finish = INT64_MAX, last_finish = 0;
     for (auto& [who, v] : per) {
+      first_finish = std::min(first_finish, v[2]);
+      last_finish = std::max(last_finish, v[2]);
       char buf[96];
       std::snprintf(buf, sizeof buf, " t%d:%lld/%lld/%.1f", who, static_cast<long long>(v[0]),
                     static_cast<long long>(v[1]), static_cast<double>(v[2] - copy_start) / 1e6);
@@ -223,6 +244,27 @@ int main(int argc, char** argv) {
                 static_cast<long long>(huge_kb / 1024), static_cast<long long>(d("thp_fault_alloc")),
                 static_cast<long long>(d("thp_fault_fallback")), static_cast<long long>(d("compact_stall")),
                 threads_text.c_str());
+    if (c > 0) {
+      totals.push_back(ms_between(t0, t3));
+      gaps.push_back(per.size() > 1 ? static_cast<double>(last_finish - first_finish) / 1e6 : 0.0);
+      faults_per_call.push_back(static_cast<double>(f1 - f0));
+      min_huge_kb = std::min(min_huge_kb, huge_kb);
+      fallbacks += d("thp_fault_fallback");
+      stalls += d("compact_stall");
+    }
+  }
+  if (!totals.empty()) {
+    auto pct = [](std::vector<double> v, double q) {
+      std::sort(v.begin(), v.end());
+      std::size_t k = static_cast<std::size_t>(q * static_cast<double>(v.size()) + 0.999999);
+      k = k == 0 ? 0 : k - 1;
+      return v[std::min(k, v.size() - 1)];
+    };
+    std::printf("summary (calls 1..%d): total median %.2f p90 %.2f ms; faults median %.0f; huge pages at least %lld MiB; "
+                "THP fallbacks %lld, compaction stalls %lld; threads' finish gap median %.2f max %.2f ms; load %.2f\n",
+                calls - 1, pct(totals, 0.5), pct(totals, 0.9), pct(faults_per_call, 0.5),
+                static_cast<long long>(min_huge_kb / 1024), static_cast<long long>(fallbacks),
+                static_cast<long long>(stalls), pct(gaps, 0.5), pct(gaps, 1.0), load_average());
   }
   if (spinner > 0) {
     kill(spinner, SIGKILL);

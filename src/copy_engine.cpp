@@ -6,8 +6,10 @@
 //     walk memory as one (stride[i] == stride[i+1] * shape[i+1]) are merged.
 //     Strides become byte strides from here on.
 //  2. Split large copies (kParallelCopyBytes and up) along the outermost
-//     dimension into parts for the worker pool (copy_pool.hpp); each part
-//     is a view of its own and goes through step 3.
+//     dimension into parts of about a huge page of destination each
+//     (split_rows, copy_pool.hpp), which the caller and the worker pool
+//     claim one at a time; each part is a view of its own and goes through
+//     step 3.
 //  3. Choose a kernel for what is left:
 //     - a single compact run: one memcpy;
 //     - innermost stride == element size: one memcpy per row;
@@ -30,12 +32,17 @@
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
+// Files: this one plans (steps 1, 2 and the streaming decision);
+// copy_dispatch.cpp chooses the kernel and the instruction-set level
+// (step 3); copy_rows.cpp holds the row kernels, copy_tiles.cpp the
+// transpose kernels; copy_kernels.hpp what they share (step 4's odometer).
+//
 // Elements are moved through fixed-size memcpy calls, which compilers turn
 // into plain loads and stores without any alignment assumption. Only SSE2
 // is assumed (the x86-64 baseline); other targets take the scalar paths.
 // Kernels for wider vectors (AVX2: 1- and 2-byte tiles) are compiled for
 // their instruction set alone and chosen at run time when the CPU has it
-// (detect_isa below); DLB_COPY_ISA=scalar|sse2|avx2 caps the level, so
+// (detect_isa in copy_dispatch.cpp); DLB_COPY_ISA=scalar|sse2|avx2 caps the level, so
 // that tests and benchmarks reach every kernel on one machine.
 
 #include "copy_engine.hpp"

@@ -23,6 +23,8 @@ namespace {
 std::atomic<testing::PartRecord*> g_trace{nullptr};
 std::atomic<int> g_trace_capacity{0};
 std::atomic<int> g_trace_count{0};
+// testing::set_parts_per_thread: 0 for split_rows' own rule.
+std::atomic<int> g_parts_per_thread{0};
 
 std::int64_t now_ns() noexcept {
   timespec ts;
@@ -260,6 +262,15 @@ RowSplit split_rows(std::int64_t rows, std::size_t row_bytes, int threads) noexc
   if (rows < 1) return RowSplit{1, 0};
   if (row_bytes < 1) row_bytes = 1;
   if (threads < 1) threads = 1;
+  if (const int fixed = g_parts_per_thread.load(std::memory_order_relaxed); fixed > 0) {
+    // The split of earlier versions, for diagnostics: `fixed` parts per
+    // thread, whole tiles where the extent allows.
+    std::int64_t parts = std::int64_t{fixed} * threads;
+    if (parts > rows) parts = rows;
+    std::int64_t per = (rows + parts - 1) / parts;
+    if (rows >= 64 * parts) per = (per + 63) / 64 * 64;
+    return RowSplit{per, static_cast<int>((rows + per - 1) / per)};
+  }
   const std::int64_t min_parts = static_cast<std::int64_t>(threads) * kMinPartsPerThread;
   std::int64_t per = static_cast<std::int64_t>(kPartBytes / row_bytes);
   if (per < 1) per = 1;
@@ -294,6 +305,7 @@ void trace_parts(PartRecord* records, int capacity) noexcept {
   g_trace.store(records, std::memory_order_release);
 }
 int parts_traced() noexcept { return g_trace_count.load(std::memory_order_relaxed); }
+void set_parts_per_thread(int n) noexcept { g_parts_per_thread.store(n > 0 ? n : 0, std::memory_order_relaxed); }
 }  // namespace testing
 
 }  // namespace dlb

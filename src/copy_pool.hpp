@@ -69,6 +69,9 @@ struct PartRecord {
 // many parts ran since the last call.
 void trace_parts(PartRecord* records, int capacity) noexcept;
 int parts_traced() noexcept;
+// Makes split_rows cut every copy into n parts per thread (the rule of
+// earlier versions, n = 4), for diagnostics; 0 restores the default.
+void set_parts_per_thread(int n) noexcept;
 }  // namespace testing
 
 }  // namespace dlb
