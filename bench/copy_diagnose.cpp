@@ -27,13 +27,15 @@
 // Run (release build):
 //   build/rel/bench/copy_diagnose [--view contiguous|transposed|reversed]
 //       [--calls N] [--threads N] [--touch] [--no-huge] [--busy] [--parts]
-//       [--no-keep] [--parts-per-thread N]
+//       [--no-keep] [--parts-per-thread N] [--ab]
 // (--parts: every part's thread, start and end, and faults; --no-keep: no
 // freed destination kept for the next call, every call maps afresh, as
 // before the kept mapping; --parts-per-thread 4: the split into four parts
-// per thread of earlier versions instead of huge-page parts)
+// per thread of earlier versions instead of huge-page parts; --ab: three
+// configurations call by call in turn, see Config below, each summed up)
 #include <dlbridge/dlbridge.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,6 +102,21 @@ std::int64_t anon_huge_kb(const void* p) {
   return -1;
 }
 
+// A fresh huge-page-aligned mapping advised for huge pages: what every
+// large allocation was before the kept mapping.
+void* fresh_mapping(std::size_t n) {
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  void* raw = mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (base + kHuge - 1) & ~static_cast<std::uintptr_t>(kHuge - 1);
+  if (aligned > base) munmap(raw, aligned - base);
+  const std::size_t tail = base + n + kHuge - (aligned + n);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + n), tail);
+  madvise(reinterpret_cast<void*>(aligned), n, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
 double load_average() {
   double l[1] = {0};
   return getloadavg(l, 1) == 1 ? l[0] : -1.0;
@@ -110,7 +127,7 @@ double load_average() {
 int main(int argc, char** argv) {
   std::string view = "contiguous";
   int calls = 12, threads = 0, parts_per_thread = 0;
-  bool touch = false, no_huge = false, busy = false, verbose = false, no_keep = false;
+  bool touch = false, no_huge = false, busy = false, verbose = false, no_keep = false, ab = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--view" && i + 1 < argc) view = argv[++i];
@@ -121,10 +138,11 @@ int main(int argc, char** argv) {
     else if (a == "--busy") busy = true;
     else if (a == "--parts") verbose = true;
     else if (a == "--no-keep") no_keep = true;
+    else if (a == "--ab") ab = true;
     else if (a == "--parts-per-thread" && i + 1 < argc) parts_per_thread = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--view contiguous|transposed|reversed] [--calls N] [--threads N] "
-                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep] [--parts-per-thread N]\n", argv[0]);
+                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab]\n", argv[0]);
       return 2;
     }
   }
@@ -171,14 +189,39 @@ int main(int argc, char** argv) {
   std::printf("%4s %8s %7s %7s %7s %7s %6s %5s %5s %5s  %s\n", "call", "total", "alloc", "touch", "copy", "faults",
               "hugeM", "thpok", "thpfb", "cstl", "per thread: parts/faults/finish ms");
   std::vector<dlb::testing::PartRecord> rec(1024);
-  // For the summary: calls after the first (which also starts the pool).
-  std::vector<double> totals, gaps, faults_per_call;
-  std::int64_t min_huge_kb = INT64_MAX, fallbacks = 0, stalls = 0;
-  for (int c = 0; c < calls; ++c) {
+  // For the summary: calls after the first of each configuration (which
+  // also starts the pool).
+  struct Stats {
+    std::vector<double> totals, gaps, faults_per_call, touches, copies;
+    std::int64_t min_huge_kb = INT64_MAX, fallbacks = 0, stalls = 0;
+  };
+  // --ab: every call takes the next of three configurations in turn, so
+  // that they share the machine's load alike: the split of earlier versions
+  // into a fresh mapping, the huge-page split into a fresh mapping, and the
+  // huge-page split into the library's allocation (the kept mapping).
+  struct Config {
+    const char* name;
+    int parts_per_thread;
+    bool fresh;
+  };
+  std::vector<Config> configs;
+  if (ab) {
+    configs = {{"4 parts per thread, fresh mapping", 4, true},
+               {"huge-page parts, fresh mapping", 0, true},
+               {"huge-page parts, library allocation (kept mapping)", 0, false}};
+  } else {
+    configs = {{"as set", parts_per_thread, false}};
+  }
+  const int ncfg = static_cast<int>(configs.size());
+  std::vector<Stats> stats(configs.size());
+  for (int c = 0; c < calls * ncfg; ++c) {
+    const Config& cfg = configs[static_cast<std::size_t>(c % ncfg)];
+    Stats& st = stats[static_cast<std::size_t>(c % ncfg)];
+    dlb::testing::set_parts_per_thread(cfg.parts_per_thread);
     const auto vm0 = vmstat();
     const std::int64_t f0 = minor_faults();
     const auto t0 = Clock::now();
-    auto* dst = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n));
+    auto* dst = static_cast<unsigned char*>(cfg.fresh ? fresh_mapping(n) : dlb::mem_alloc_aligned(64, n));
     const auto t1 = Clock::now();
     if (dst == nullptr) {
       std::fprintf(stderr, "allocation failed\n");
@@ -207,7 +250,11 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    dlb::mem_free_aligned(dst);
+    if (cfg.fresh) {
+      munmap(dst, n);
+    } else {
+      dlb::mem_free_aligned(dst);
+    }
     auto d = [&](const char* key) {
       auto a = vm0.find(key), b = vm1.find(key);
       return a == vm0.end() || b == vm1.end() ? 0 : b->second - a->second;
@@ -244,27 +291,33 @@ int main(int argc, char** argv) {
                 static_cast<long long>(huge_kb / 1024), static_cast<long long>(d("thp_fault_alloc")),
                 static_cast<long long>(d("thp_fault_fallback")), static_cast<long long>(d("compact_stall")),
                 threads_text.c_str());
-    if (c > 0) {
-      totals.push_back(ms_between(t0, t3));
-      gaps.push_back(per.size() > 1 ? static_cast<double>(last_finish - first_finish) / 1e6 : 0.0);
-      faults_per_call.push_back(static_cast<double>(f1 - f0));
-      min_huge_kb = std::min(min_huge_kb, huge_kb);
-      fallbacks += d("thp_fault_fallback");
-      stalls += d("compact_stall");
+    if (c >= ncfg) {
+      st.totals.push_back(ms_between(t0, t3));
+      st.touches.push_back(ms_between(t1, t2));
+      st.copies.push_back(ms_between(t2, t3));
+      st.gaps.push_back(per.size() > 1 ? static_cast<double>(last_finish - first_finish) / 1e6 : 0.0);
+      st.faults_per_call.push_back(static_cast<double>(f1 - f0));
+      st.min_huge_kb = std::min(st.min_huge_kb, huge_kb);
+      st.fallbacks += d("thp_fault_fallback");
+      st.stalls += d("compact_stall");
     }
   }
-  if (!totals.empty()) {
+  for (int k = 0; k < ncfg && calls > 1; ++k) {
+    const Stats& st = stats[static_cast<std::size_t>(k)];
     auto pct = [](std::vector<double> v, double q) {
       std::sort(v.begin(), v.end());
       std::size_t k = static_cast<std::size_t>(q * static_cast<double>(v.size()) + 0.999999);
       k = k == 0 ? 0 : k - 1;
       return v[std::min(k, v.size() - 1)];
     };
-    std::printf("summary (calls 1..%d): total median %.2f p90 %.2f ms; faults median %.0f; huge pages at least %lld MiB; "
+    if (ab) std::printf("%s: ", configs[static_cast<std::size_t>(k)].name);
+    std::printf("summary (%d calls after the first): total median %.2f p90 %.2f ms (touch %.2f, copy %.2f); faults median %.0f; "
+                "huge pages at least %lld MiB; "
                 "THP fallbacks %lld, compaction stalls %lld; threads' finish gap median %.2f max %.2f ms; load %.2f\n",
-                calls - 1, pct(totals, 0.5), pct(totals, 0.9), pct(faults_per_call, 0.5),
-                static_cast<long long>(min_huge_kb / 1024), static_cast<long long>(fallbacks),
-                static_cast<long long>(stalls), pct(gaps, 0.5), pct(gaps, 1.0), load_average());
+                calls - 1, pct(st.totals, 0.5), pct(st.totals, 0.9), pct(st.touches, 0.5), pct(st.copies, 0.5),
+                pct(st.faults_per_call, 0.5), static_cast<long long>(st.min_huge_kb / 1024),
+                static_cast<long long>(st.fallbacks), static_cast<long long>(st.stalls), pct(st.gaps, 0.5),
+                pct(st.gaps, 1.0), load_average());
   }
   if (spinner > 0) {
     kill(spinner, SIGKILL);

@@ -35,7 +35,11 @@ interleaved call by call, their order rotated every round. Processes run
 under this interpreter (numpy and torch of this environment) and, when
 the modern peer environment exists (scripts/peers-env --path, or
 --peer-python), under its interpreter too (numpy 2; torch when it has one),
-each method beside dlbridge in the same processes. Printed per view and
+each method beside dlbridge in the same processes (--only this|peer: one
+of the two). numpy 2 honours copy=True in its __dlpack__, so there
+dlbridge's method imports the view first and then copies it,
+dlbridge.from_dlpack(dlbridge.from_dlpack(v), copy=True), which reaches the
+library's copy engine. Printed per view and
 interpreter: every method's median and 90th percentile over all timed calls
 of all processes, dlbridge's spread (p90 / median), and the fastest peer's
 time over dlbridge's at the median and at the 90th percentile. --busy keeps
@@ -132,12 +136,19 @@ def steady_child(args):
         pass
     a = make_source((4096, 4096), "float64")
     t = torch.from_numpy(a) if torch is not None else None
+    engine_first = args.engine_first
     out = {"python": platform.python_version(), "numpy": np.__version__,
            "torch": torch.__version__ if torch else None, "views": {}, "mismatches": 0}
     for view in args.views.split(",") if args.views else STEADY_VIEWS:
         v = numpy_view(a, view)
-        methods = [("numpy", lambda v=v: np.array(v, order="C")),
-                   ("dlbridge", lambda v=v: dlbridge.from_dlpack(v, copy=True))]
+        if engine_first and int(np.__version__.split(".")[0]) >= 2:
+            # numpy 2 honours copy=True in __dlpack__: from_dlpack(v,
+            # copy=True) would time numpy's own copy. Imported first, the
+            # view is copied by the library's engine.
+            ours = lambda v=v: dlbridge.from_dlpack(dlbridge.from_dlpack(v), copy=True)  # noqa: E731
+        else:
+            ours = lambda v=v: dlbridge.from_dlpack(v, copy=True)  # noqa: E731
+        methods = [("numpy", lambda v=v: np.array(v, order="C")), ("dlbridge", ours)]
         if t is not None:
             methods.append(("torch", torch_copy(torch, t, view)))
         got = np.from_dlpack(dlbridge.from_dlpack(v, copy=True))
@@ -163,8 +174,8 @@ def steady(args):
 
     python_dir = os.path.dirname(os.path.dirname(os.path.abspath(dlbridge.__file__)))
     env = dict(os.environ, PYTHONPATH=python_dir)
-    interpreters = [sys.executable]
-    peer = args.peer_python
+    interpreters = [] if args.only == "peer" else [sys.executable]
+    peer = args.peer_python if args.only != "this" else ""
     if peer is None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
@@ -175,7 +186,7 @@ def steady(args):
             peer = ""
     if peer and os.access(peer, os.X_OK):
         interpreters.append(peer)
-    else:
+    elif args.only != "this":
         print("copy_peers.py: numpy 2: skipped: the modern peer environment is not installed here")
     spinner = None
     if args.busy:
@@ -187,7 +198,7 @@ def steady(args):
     try:
         for _ in range(args.processes):
             for py in interpreters:
-                cmd = [py, os.path.abspath(__file__), "--steady-child", "--calls", str(args.calls)]
+                cmd = [py, os.path.abspath(__file__), "--steady-child", "--engine-first", "--calls", str(args.calls)]
                 if args.views:
                     cmd += ["--views", args.views]
                 r = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -255,6 +266,8 @@ def main():
     p.add_argument("--calls", type=int, default=7, help="--steady: timed calls per method and process")
     p.add_argument("--peer-python", help="--steady: the modern peers' interpreter (default: scripts/peers-env)")
     p.add_argument("--steady-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--engine-first", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--only", choices=["this", "peer"], help="--steady: only this interpreter, or only the peers'")
     args = p.parse_args()
     if args.steady_child:
         return steady_child(args)

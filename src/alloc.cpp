@@ -27,11 +27,12 @@ bool injected_failure() noexcept {
 
 // Large allocations: each is its own anonymous mapping, aligned to a huge
 // page and advised to use huge pages (transparent huge pages in `madvise`
-// mode, the Debian default, then fault 2 MiB at a time: a fresh 128 MiB
-// destination faults in at about half the cost of 4 KiB pages). mem_free must tell them from malloc's blocks without reading
-// outside either, so they are listed (address -> length) in a registry
-// kept beside them; only page-aligned addresses are looked up there
-// (malloc's blocks rarely are).
+// mode, the Debian default, then fault 2 MiB at a time: far fewer faults
+// than 4 KiB pages; bench/copy_diagnose --no-huge compares, figures in
+// bench/README.md, "Steadiness"). mem_free must tell them from malloc's
+// blocks without reading outside either, so they are listed (address ->
+// length) in a registry kept beside them; only page-aligned addresses are
+// looked up there (malloc's blocks rarely are).
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 struct Mapping {
@@ -174,8 +175,8 @@ constexpr std::size_t kHeader = 2 * sizeof(void*);
 // of a 256 KiB matrix asks for exactly 256 KiB, ours for a little more,
 // the header and the alignment) gets the freed block, splits it, and ours
 // comes from fresh pages at the top of the heap again, 64 page faults for
-// 256 KiB (0.85 ms instead of 0.02 ms) for as long as the heap takes to
-// settle. Kept blocks are ours alone: at most kRecycleSlots of them and
+// 256 KiB (bench/README.md, "Against numpy and torch", has the times) for
+// as long as the heap takes to settle. Kept blocks are ours alone: at most kRecycleSlots of them and
 // kRecycleBytes together, the oldest given back to malloc first.
 constexpr std::size_t kRecycleMin = std::size_t{64} << 10;
 constexpr std::size_t kRecycleBytes = std::size_t{32} << 20;

@@ -67,9 +67,8 @@ using namespace copy_detail;
 // sets of power-of-two pitches. 32 MiB is also where allocations become
 // fresh mappings (alloc.hpp), so a destination that large is in no cache
 // when the copy starts; the L3 size sysconf reports is not consulted for
-// transposes, because in a VM it is often the host's (508 MiB on the
-// development machine, where no transpose streamed before; bench/README.md
-// has the figures before and after).
+// transposes, because in a VM it is often the host's (bench/README.md,
+// "Copy engine", has the figures before and after, from bench_copy).
 const std::size_t kTileStreamingBytes = std::size_t{32} << 20;
 
 // Row gathers (reversed, every-other and other strided runs) stream only
