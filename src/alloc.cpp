@@ -27,11 +27,12 @@ bool injected_failure() noexcept {
 
 // Large allocations: each is its own anonymous mapping, aligned to a huge
 // page and advised to use huge pages (transparent huge pages in `madvise`
-// mode, the Debian default, then fault 2 MiB at a time: a fresh 128 MiB
-// destination faults in at about half the cost of 4 KiB pages). mem_free must tell them from malloc's blocks without reading
-// outside either, so they are listed (address -> length) in a registry
-// kept beside them; only page-aligned addresses are looked up there
-// (malloc's blocks rarely are).
+// mode, the Debian default, then fault 2 MiB at a time: far fewer faults
+// than 4 KiB pages; bench/copy_diagnose --no-huge compares, figures in
+// bench/README.md, "Steadiness"). mem_free must tell them from malloc's
+// blocks without reading outside either, so they are listed (address ->
+// length) in a registry kept beside them; only page-aligned addresses are
+// looked up there (malloc's blocks rarely are).
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 struct Mapping {
@@ -39,6 +40,22 @@ struct Mapping {
   void* addr;
   std::size_t length;
 };
+
+std::atomic<bool> g_huge_advice{true};
+
+// The last large mapping freed, kept for the next large allocation of
+// about its size (guarded by g_registry_mu; nullptr: none). A fresh
+// mapping costs a page fault per huge page, each zeroing 2 MiB, before the
+// copy can write it: on the development machine faulting in a 128 MiB
+// destination took about as long as copying into it (bench/copy_diagnose
+// --touch; bench/README.md, "Steadiness"). A kept mapping's pages are
+// still in, so the next copy of that size writes them straight away. Its
+// pages are given to the kernel with MADV_FREE: under memory pressure it
+// reclaims them instead of swapping (they then fault in again as zero
+// pages), otherwise they stay. Only one, of at most kKeptBytes.
+Mapping* g_kept = nullptr;
+std::atomic<bool> g_keep_enabled{true};
+constexpr std::size_t kKeptBytes = std::size_t{512} << 20;
 
 pthread_mutex_t g_registry_mu = PTHREAD_MUTEX_INITIALIZER;
 Mapping* g_registry = nullptr;
@@ -50,9 +67,40 @@ void registry_prepare() noexcept { pthread_mutex_lock(&g_registry_mu); }
 void registry_release() noexcept { pthread_mutex_unlock(&g_registry_mu); }
 [[maybe_unused]] const int g_atfork = pthread_atfork(registry_prepare, registry_release, registry_release);
 
-void* map_large(std::size_t size) noexcept {
+// Registers a mapping as live.
+void register_large(Mapping* node) noexcept {
+  pthread_mutex_lock(&g_registry_mu);
+  node->next = g_registry;
+  g_registry = node;
+  pthread_mutex_unlock(&g_registry_mu);
+  g_large_live.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The kept mapping when it fits `length` bytes (not more than a quarter
+// larger), taken; else nullptr.
+Mapping* take_kept(std::size_t length) noexcept {
+  pthread_mutex_lock(&g_registry_mu);
+  Mapping* k = g_kept;
+  if (k != nullptr && k->length >= length && k->length - length <= length / 4) {
+    g_kept = nullptr;
+  } else {
+    k = nullptr;
+  }
+  pthread_mutex_unlock(&g_registry_mu);
+  if (k != nullptr) mark_taken(k->addr, k->length);
+  return k;
+}
+
+// `reuse`: the kept mapping may serve it (not for zeroed memory).
+void* map_large(std::size_t size, bool reuse) noexcept {
   if (size > SIZE_MAX - 2 * kHugePage) return nullptr;
   const std::size_t length = (size + kHugePage - 1) & ~(kHugePage - 1);
+  if (reuse) {
+    if (Mapping* k = take_kept(length)) {
+      register_large(k);
+      return k->addr;
+    }
+  }
   auto* node = static_cast<Mapping*>(std::malloc(sizeof(Mapping)));
   if (node == nullptr) return nullptr;
   // Over-map by one huge page, then trim to a huge-page-aligned range.
@@ -67,14 +115,10 @@ void* map_large(std::size_t size) noexcept {
   const std::size_t tail = (base + length + kHugePage) - (aligned + length);
   if (tail > 0) munmap(reinterpret_cast<void*>(aligned + length), tail);
   void* p = reinterpret_cast<void*>(aligned);
-  (void)madvise(p, length, MADV_HUGEPAGE);
+  if (g_huge_advice.load(std::memory_order_relaxed)) (void)madvise(p, length, MADV_HUGEPAGE);
   node->addr = p;
   node->length = length;
-  pthread_mutex_lock(&g_registry_mu);
-  node->next = g_registry;
-  g_registry = node;
-  pthread_mutex_unlock(&g_registry_mu);
-  g_large_live.fetch_add(1, std::memory_order_relaxed);
+  register_large(node);
   return p;
 }
 
@@ -94,9 +138,23 @@ bool unmap_large(void* p) noexcept {
   }
   pthread_mutex_unlock(&g_registry_mu);
   if (found == nullptr) return false;
-  munmap(found->addr, found->length);
-  std::free(found);
   g_large_live.fetch_sub(1, std::memory_order_relaxed);
+  Mapping* dropped = found;
+  if (found->length <= kKeptBytes && g_keep_enabled.load(std::memory_order_relaxed)) {
+#if defined(MADV_FREE)
+    (void)madvise(found->addr, found->length, MADV_FREE);
+#endif
+    mark_cached(found->addr, found->length);
+    pthread_mutex_lock(&g_registry_mu);
+    dropped = g_kept;  // the older one goes
+    g_kept = found;
+    pthread_mutex_unlock(&g_registry_mu);
+  }
+  if (dropped != nullptr) {
+    mark_taken(dropped->addr, dropped->length);
+    munmap(dropped->addr, dropped->length);
+    std::free(dropped);
+  }
   return true;
 }
 
@@ -117,8 +175,8 @@ constexpr std::size_t kHeader = 2 * sizeof(void*);
 // of a 256 KiB matrix asks for exactly 256 KiB, ours for a little more,
 // the header and the alignment) gets the freed block, splits it, and ours
 // comes from fresh pages at the top of the heap again, 64 page faults for
-// 256 KiB (0.85 ms instead of 0.02 ms) for as long as the heap takes to
-// settle. Kept blocks are ours alone: at most kRecycleSlots of them and
+// 256 KiB (bench/README.md, "Against numpy and torch", has the times) for
+// as long as the heap takes to settle. Kept blocks are ours alone: at most kRecycleSlots of them and
 // kRecycleBytes together, the oldest given back to malloc first.
 constexpr std::size_t kRecycleMin = std::size_t{64} << 10;
 constexpr std::size_t kRecycleBytes = std::size_t{32} << 20;
@@ -232,14 +290,14 @@ void* mem_alloc(std::size_t size) noexcept {
 
 void* mem_alloc_aligned(std::size_t alignment, std::size_t size) noexcept {
   if (injected_failure()) return nullptr;
-  if (size >= kLargeAllocation && alignment <= kHugePage) return map_large(size);
+  if (size >= kLargeAllocation && alignment <= kHugePage) return map_large(size, true);
   return aligned_small(alignment, size);
 }
 
 void* mem_alloc_zeroed(std::size_t alignment, std::size_t size) noexcept {
   if (injected_failure()) return nullptr;
   // Fresh anonymous pages read as zero: nothing to write.
-  if (size >= kLargeAllocation && alignment <= kHugePage) return map_large(size);
+  if (size >= kLargeAllocation && alignment <= kHugePage) return map_large(size, false);
   void* p = aligned_small(alignment, size);
   if (p != nullptr) std::memset(p, 0, size);
   return p;
@@ -267,6 +325,32 @@ void fail_allocation_after(std::int64_t n) noexcept {
 }
 
 std::int64_t allocations_attempted() noexcept { return g_attempted.load(std::memory_order_relaxed); }
+
+void set_huge_page_advice(bool on) noexcept { g_huge_advice.store(on, std::memory_order_relaxed); }
+
+void set_keep_large_mapping(bool on) noexcept {
+  g_keep_enabled.store(on, std::memory_order_relaxed);
+  if (!on) drop_kept_mapping();
+}
+
+std::size_t kept_mapping_bytes() noexcept {
+  pthread_mutex_lock(&g_registry_mu);
+  const std::size_t n = g_kept != nullptr ? g_kept->length : 0;
+  pthread_mutex_unlock(&g_registry_mu);
+  return n;
+}
+
+void drop_kept_mapping() noexcept {
+  pthread_mutex_lock(&g_registry_mu);
+  Mapping* k = g_kept;
+  g_kept = nullptr;
+  pthread_mutex_unlock(&g_registry_mu);
+  if (k != nullptr) {
+    mark_taken(k->addr, k->length);
+    munmap(k->addr, k->length);
+    std::free(k);
+  }
+}
 
 std::int64_t large_allocations_live() noexcept { return g_large_live.load(std::memory_order_relaxed); }
 

@@ -26,7 +26,10 @@ void mem_free(void* p) noexcept;
 // Frees what mem_alloc_aligned or mem_alloc_zeroed returned. NULL-safe.
 // Blocks of mid sizes (64 KiB up to the large size) may be kept for the
 // next aligned allocation that fits them, their pages still faulted in; at
-// most 32 MiB of them at a time.
+// most 32 MiB of them at a time. Of large ones, the last one freed (up to
+// 512 MiB) is kept for the next mem_alloc_aligned of about its size, its
+// pages offered back to the kernel (MADV_FREE) meanwhile; mem_alloc_zeroed
+// always maps fresh pages.
 void mem_free_aligned(void* p) noexcept;
 
 // Allocations of this many bytes and more are served by their own mapping.
@@ -50,6 +53,15 @@ std::int64_t large_allocations_live() noexcept;
 // giving them all back to malloc.
 std::size_t recycled_bytes() noexcept;
 void drop_recycled_blocks() noexcept;
+// Whether large allocations are advised to use transparent huge pages
+// (on by default); diagnostics compare both.
+void set_huge_page_advice(bool on) noexcept;
+// The freed large mapping kept for reuse (see alloc.cpp): whether one is
+// kept (on by default; off also drops it), its length (0: none), and
+// unmapping it now.
+void set_keep_large_mapping(bool on) noexcept;
+std::size_t kept_mapping_bytes() noexcept;
+void drop_kept_mapping() noexcept;
 // Drops the per-thread cache of export blocks, so that the next export
 // allocates (tests that count allocations call this first).
 void drop_thread_caches() noexcept;

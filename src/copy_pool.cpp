@@ -3,6 +3,8 @@
 #include <dlbridge/dlbridge.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,13 +18,53 @@
 namespace dlb {
 namespace {
 
+// Part tracing for diagnostics (testing::trace_parts): off unless a
+// diagnostic program turned it on.
+std::atomic<testing::PartRecord*> g_trace{nullptr};
+std::atomic<int> g_trace_capacity{0};
+std::atomic<int> g_trace_count{0};
+// testing::set_parts_per_thread: 0 for split_rows' own rule.
+std::atomic<int> g_parts_per_thread{0};
+
+std::int64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::int64_t thread_minor_faults() noexcept {
+  rusage ru;
+  return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt : 0;
+}
+
+// Runs part p of fn on thread `who`, recording it when tracing is on.
+void run_part(void (*fn)(void*, int), void* ctx, int p, int who) noexcept {
+  testing::PartRecord* trace = g_trace.load(std::memory_order_relaxed);
+  if (trace == nullptr) {
+    fn(ctx, p);
+    return;
+  }
+  const std::int64_t f0 = thread_minor_faults();
+  const std::int64_t t0 = now_ns();
+  fn(ctx, p);
+  const std::int64_t t1 = now_ns();
+  const std::int64_t f1 = thread_minor_faults();
+  const int i = g_trace_count.fetch_add(1, std::memory_order_relaxed);
+  if (i < g_trace_capacity.load(std::memory_order_relaxed)) trace[i] = testing::PartRecord{p, who, t0, t1, f1 - f0};
+}
+
 // Most threads a copy uses (the setting is clamped to it).
 constexpr int kMaxCopyThreads = 64;
 
-// The workers and the one job they share. Every field is guarded by mu.
-// A job is (fn, ctx, parts); parts are claimed in order under mu, so a
-// worker that wakes late either finds parts left of the current job or
-// goes back to sleep: it never runs a finished job's function.
+// The workers and the one job they share. A job is (fn, ctx, parts);
+// parts are claimed one at a time from the counter `next` (no lock per
+// claim), so a thread that a busy core slows down claims fewer, and the
+// copy waits at most for the parts in flight when the others run out.
+// Everything but `next` is guarded by mu. A worker joins a job under mu,
+// only while it is open, and leaves it under mu; the caller closes the job
+// when it runs out of parts and waits until no worker is in it, so a
+// worker that wakes late never claims a part of a later job with an
+// earlier job's function.
 struct Pool {
   std::mutex mu;
   std::condition_variable work_cv;
@@ -31,35 +73,63 @@ struct Pool {
   Pool* orphan_next = nullptr;  // the list of pools a fork left behind
   std::uint64_t generation = 0;
   bool stop = false;
+  bool open = false;  // the current job takes workers
+  int active = 0;     // workers in the current job
   void (*fn)(void*, int) = nullptr;
   void* ctx = nullptr;
   int parts = 0;
-  int next = 0;
-  int done = 0;
+  std::atomic<int> next{0};
+  int started = 0;
 
-  // Claims and runs parts of the current job until none is left; lk holds
-  // mu on entry and on return.
-  void run_parts(std::unique_lock<std::mutex>& lk) {
-    while (next < parts) {
-      const int p = next++;
-      void (*f)(void*, int) = fn;
-      void* c = ctx;
-      lk.unlock();
-      f(c, p);
-      lk.lock();
-      if (++done == parts) done_cv.notify_all();
+  // Claims and runs parts of the job (f, c, n) until none is left.
+  void claim_parts(void (*f)(void*, int), void* c, int n, int who) noexcept {
+    for (;;) {
+      const int p = next.fetch_add(1, std::memory_order_relaxed);
+      if (p >= n) return;
+      run_part(f, c, p, who);
     }
   }
 
   void worker_main() {
     std::unique_lock<std::mutex> lk(mu);
-    std::uint64_t seen = generation;
+    const int who = ++started;  // 1, 2, ...: names the worker in traces
+    // Every worker starts with the pool, before its first job (generation
+    // 0), so that it joins that job too when it wakes in time.
+    std::uint64_t seen = 0;
     for (;;) {
-      work_cv.wait(lk, [&] { return stop || generation != seen; });
+      work_cv.wait(lk, [&] { return stop || (open && generation != seen); });
       if (stop) return;
       seen = generation;
-      run_parts(lk);
+      ++active;
+      void (*f)(void*, int) = fn;
+      void* c = ctx;
+      const int n = parts;
+      lk.unlock();
+      claim_parts(f, c, n, who);
+      lk.lock();
+      if (--active == 0 && !open) done_cv.notify_all();
     }
+  }
+
+  // Runs a job on the caller and the workers; returns when every part has
+  // run and no worker is in the job.
+  void run(int n, void (*f)(void*, int), void* c) noexcept {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      fn = f;
+      ctx = c;
+      parts = n;
+      next.store(0, std::memory_order_relaxed);
+      open = true;
+      ++generation;
+    }
+    // Woken outside the lock, so that a worker does not wake only to
+    // wait for it.
+    work_cv.notify_all();
+    claim_parts(f, c, n, 0);
+    std::unique_lock<std::mutex> lk(mu);
+    open = false;
+    done_cv.wait(lk, [&] { return active == 0; });
   }
 
   void shut_down() {
@@ -188,6 +258,31 @@ Pool* pool_with(int workers) noexcept {
 
 int copy_threads() noexcept { return effective_threads(); }
 
+RowSplit split_rows(std::int64_t rows, std::size_t row_bytes, int threads) noexcept {
+  if (rows < 1) return RowSplit{1, 0};
+  if (row_bytes < 1) row_bytes = 1;
+  if (threads < 1) threads = 1;
+  if (const int fixed = g_parts_per_thread.load(std::memory_order_relaxed); fixed > 0) {
+    // The split of earlier versions, for diagnostics: `fixed` parts per
+    // thread, whole tiles where the extent allows.
+    std::int64_t parts = std::int64_t{fixed} * threads;
+    if (parts > rows) parts = rows;
+    std::int64_t per = (rows + parts - 1) / parts;
+    if (rows >= 64 * parts) per = (per + 63) / 64 * 64;
+    return RowSplit{per, static_cast<int>((rows + per - 1) / per)};
+  }
+  const std::int64_t min_parts = static_cast<std::int64_t>(threads) * kMinPartsPerThread;
+  std::int64_t per = static_cast<std::int64_t>(kPartBytes / row_bytes);
+  if (per < 1) per = 1;
+  // Small copies: smaller parts, so that every thread gets a few.
+  if ((rows + per - 1) / per < min_parts) per = (rows + min_parts - 1) / min_parts;
+  if (per >= 64) per = (per + 32) / 64 * 64;  // whole transpose tiles
+  // Parts are counted in an int.
+  constexpr std::int64_t kMaxParts = std::int64_t{1} << 30;
+  if ((rows + per - 1) / per > kMaxParts) per = (rows + kMaxParts - 1) / kMaxParts;
+  return RowSplit{per, static_cast<int>((rows + per - 1) / per)};
+}
+
 void copy_pool_run(int parts, void (*fn)(void* ctx, int part), void* ctx) noexcept {
   if (parts <= 0) return;
   const int threads = effective_threads();
@@ -197,20 +292,21 @@ void copy_pool_run(int parts, void (*fn)(void* ctx, int part), void* ctx) noexce
     pool = pool_with(threads - 1);  // restarts it only when the setting changed
   }
   if (pool == nullptr) {
-    for (int p = 0; p < parts; ++p) fn(ctx, p);
+    for (int p = 0; p < parts; ++p) run_part(fn, ctx, p, 0);
     return;
   }
-  std::unique_lock<std::mutex> lk(pool->mu);
-  pool->fn = fn;
-  pool->ctx = ctx;
-  pool->parts = parts;
-  pool->next = 0;
-  pool->done = 0;
-  ++pool->generation;
-  pool->work_cv.notify_all();
-  pool->run_parts(lk);
-  pool->done_cv.wait(lk, [&] { return pool->done == pool->parts; });
+  pool->run(parts, fn, ctx);
 }
+
+namespace testing {
+void trace_parts(PartRecord* records, int capacity) noexcept {
+  g_trace_count.store(0, std::memory_order_relaxed);
+  g_trace_capacity.store(records != nullptr ? capacity : 0, std::memory_order_relaxed);
+  g_trace.store(records, std::memory_order_release);
+}
+int parts_traced() noexcept { return g_trace_count.load(std::memory_order_relaxed); }
+void set_parts_per_thread(int n) noexcept { g_parts_per_thread.store(n > 0 ? n : 0, std::memory_order_relaxed); }
+}  // namespace testing
 
 }  // namespace dlb
 
@@ -226,6 +322,8 @@ DLB_API dlb_status dlb_set_copy_threads(int n) {
   });
 }
 
-DLB_API int dlb_copy_threads(void) { return dlb::effective_threads(); }
+DLB_API int dlb_copy_threads(void) {
+  return dlb::firewall_value(__func__, 1, [] { return dlb::effective_threads(); });
+}
 
 }  // extern "C"

@@ -1,22 +1,26 @@
 // The copy threads and the allocations of copy destinations: the setting's
 // checks, copies split among threads (also from many threads at once, and
 // while the setting changes), a forked child that copies with its own
-// workers and exits, and zeroed large allocations.
+// workers and exits, zeroed large allocations and the kept large mapping;
+// the split of large copies into parts and the pool's claiming of them.
 #include <dlbridge/dlbridge.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "alloc.hpp"
 #include "copy_engine.hpp"
+#include "copy_pool.hpp"
 
 namespace {
 
@@ -272,3 +276,156 @@ TEST(CopyAlloc, InjectedFailuresReachEveryAllocator) {
 }
 
 }  // namespace
+
+// The split of a large copy: every row in exactly one part, parts of
+// about one huge page of destination (whole 64-row tiles from 64 rows
+// up), and a few parts per thread for small copies.
+TEST(CopySplit, EveryRowInExactlyOnePart) {
+  for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, std::int64_t{63}, std::int64_t{64},
+                                  std::int64_t{65}, std::int64_t{1000}, std::int64_t{4096}, std::int64_t{16} << 20,
+                                  std::int64_t{1} << 40}) {
+    for (const std::size_t row_bytes : {std::size_t{1}, std::size_t{8}, std::size_t{24}, std::size_t{4096},
+                                        std::size_t{32768}, std::size_t{3} << 20}) {
+      for (const int threads : {1, 2, 3, 8, 64}) {
+        const dlb::RowSplit s = dlb::split_rows(rows, row_bytes, threads);
+        SCOPED_TRACE(testing::Message() << rows << " rows of " << row_bytes << " bytes, " << threads << " threads");
+        ASSERT_GE(s.rows_per_part, 1);
+        ASSERT_GE(s.parts, 1);
+        // Parts [0, parts) cover [0, rows) and none is empty.
+        EXPECT_GE(static_cast<std::int64_t>(s.parts) * s.rows_per_part, rows);
+        EXPECT_LT(static_cast<std::int64_t>(s.parts - 1) * s.rows_per_part, rows);
+        if (s.rows_per_part >= 64) {
+          EXPECT_EQ(s.rows_per_part % 64, 0);
+        }
+        const auto part_bytes = static_cast<double>(s.rows_per_part) * static_cast<double>(row_bytes);
+        // No part much over a huge page unless one row is larger, or the
+        // part count would not fit an int.
+        if (row_bytes <= dlb::kPartBytes && rows < (std::int64_t{1} << 30)) {
+          EXPECT_LE(part_bytes, 1.5 * static_cast<double>(dlb::kPartBytes) + 64.0 * static_cast<double>(row_bytes));
+        }
+        // Enough parts for every thread, rows allowing.
+        const std::int64_t want = std::min<std::int64_t>(rows, std::int64_t{threads} * dlb::kMinPartsPerThread);
+        if (s.rows_per_part < 64) {
+          EXPECT_GE(s.parts, want / 2);
+        }
+      }
+    }
+  }
+}
+
+// copy_pool_run runs every part of every job exactly once, with many parts
+// claimed from the shared counter, jobs back to back (a worker that wakes
+// late must not run a finished job's function on the next job's parts)
+// and from several callers at once (one gets the pool, the others run
+// alone). Run under ThreadSanitizer by scripts/test.d/22-tsan.sh.
+struct CountingJob {
+  std::vector<std::atomic<int>> runs;
+  explicit CountingJob(int parts) : runs(static_cast<std::size_t>(parts)) {}
+  static void part(void* ctx, int p) {
+    static_cast<CountingJob*>(ctx)->runs[static_cast<std::size_t>(p)].fetch_add(1, std::memory_order_relaxed);
+  }
+  bool each_once() const {
+    for (const auto& r : runs) {
+      if (r.load(std::memory_order_relaxed) != 1) return false;
+    }
+    return true;
+  }
+};
+
+TEST(CopySplit, PoolRunsEveryPartExactlyOnce) {
+  for (const int threads : {2, 3}) {
+    ASSERT_EQ(dlb_set_copy_threads(threads), DLB_OK);
+    std::vector<std::unique_ptr<CountingJob>> done;
+    for (int job = 0; job < 200; ++job) {
+      const int parts = 1 + (job * 37) % 300;
+      auto j = std::make_unique<CountingJob>(parts);
+      dlb::copy_pool_run(parts, &CountingJob::part, j.get());
+      ASSERT_TRUE(j->each_once()) << "job " << job << ", " << parts << " parts";
+      done.push_back(std::move(j));
+    }
+    // No earlier job ran again later.
+    for (const auto& j : done) EXPECT_TRUE(j->each_once());
+  }
+  std::vector<std::thread> callers;
+  std::atomic<int> wrong{0};
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&wrong, c] {
+      for (int job = 0; job < 100; ++job) {
+        const int parts = 1 + (job * 13 + c) % 200;
+        CountingJob j(parts);
+        dlb::copy_pool_run(parts, &CountingJob::part, &j);
+        if (!j.each_once()) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
+}
+
+// A split copy, traced: its parts are exactly [0, parts), each run once,
+// and the result is right.
+TEST(CopySplit, TracedCopyRunsEachPartOnce) {
+  Thresholds th;
+  ASSERT_EQ(dlb_set_copy_threads(2), DLB_OK);
+  std::vector<dlb::testing::PartRecord> rec(4096);
+  dlb::testing::trace_parts(rec.data(), static_cast<int>(rec.size()));
+  EXPECT_TRUE(transpose_is_right(700, 3));
+  const int n = dlb::testing::parts_traced();
+  dlb::testing::trace_parts(nullptr, 0);
+  const dlb::RowSplit s = dlb::split_rows(700, 700 * 8, 2);
+  ASSERT_EQ(n, s.parts);
+  std::vector<int> seen(static_cast<std::size_t>(n), 0);
+  for (int i = 0; i < n; ++i) {
+    const auto& r = rec[static_cast<std::size_t>(i)];
+    ASSERT_GE(r.part, 0);
+    ASSERT_LT(r.part, n);
+    ++seen[static_cast<std::size_t>(r.part)];
+    EXPECT_GE(r.thread, 0);
+    EXPECT_LE(r.thread, 1);
+    EXPECT_LE(r.start_ns, r.end_ns);
+  }
+  for (int i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<std::size_t>(i)], 1) << "part " << i;
+}
+
+// The last freed large mapping is kept for the next large allocation of
+// about its size (same address, pages still in); zeroed allocations never
+// take it; turning keeping off drops it.
+TEST(CopyAlloc, FreedLargeMappingIsReusedButNeverForZeroedMemory) {
+  dlb::testing::set_keep_large_mapping(true);
+  dlb::testing::drop_kept_mapping();
+  const std::size_t n = std::size_t{40} << 20;
+  auto* a = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n));
+  ASSERT_NE(a, nullptr);
+  std::memset(a, 0xAB, n);
+  dlb::mem_free_aligned(a);
+  EXPECT_GE(dlb::testing::kept_mapping_bytes(), n);
+  // A zeroed one maps afresh and reads as zeros.
+  auto* z = static_cast<unsigned char*>(dlb::mem_alloc_zeroed(64, n));
+  ASSERT_NE(z, nullptr);
+  EXPECT_NE(z, a);
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < n; i += 4093) nonzero += z[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+  EXPECT_GE(dlb::testing::kept_mapping_bytes(), n);  // still kept
+  // Of about the same size: the kept one, which is then no longer kept.
+  auto* b = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n - 4096));
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(dlb::testing::kept_mapping_bytes(), 0u);
+  b[0] = 1;
+  b[n - 4097] = 2;
+  // Much smaller: not the kept one (which the zeroed one replaced when freed).
+  dlb::mem_free_aligned(z);
+  auto* c = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n / 2));
+  EXPECT_NE(c, z);
+  dlb::mem_free_aligned(c);
+  dlb::mem_free_aligned(b);
+  EXPECT_EQ(dlb::testing::large_allocations_live(), 0);
+  dlb::testing::set_keep_large_mapping(false);
+  EXPECT_EQ(dlb::testing::kept_mapping_bytes(), 0u);
+  auto* d = static_cast<unsigned char*>(dlb::mem_alloc_aligned(64, n));
+  ASSERT_NE(d, nullptr);
+  dlb::mem_free_aligned(d);
+  EXPECT_EQ(dlb::testing::kept_mapping_bytes(), 0u);
+  dlb::testing::set_keep_large_mapping(true);
+}

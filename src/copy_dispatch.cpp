@@ -1,0 +1,102 @@
+// The copy engine's dispatch: which instruction-set level the kernels
+// use (detected once, capped by DLB_COPY_ISA), and which kernel a
+// normalised view takes (one memcpy, rows, or a tiled transpose) for its
+// element width.
+#include <atomic>
+#include <cstdlib>
+
+#include "copy_kernels.hpp"
+
+namespace dlb {
+namespace copy_detail {
+namespace {
+
+// The widest kernels the CPU runs, capped by DLB_COPY_ISA when it names a
+// lower level (scalar, sse2, avx2; anything else is ignored).
+int detect_isa() noexcept {
+  int best = kCopyIsaScalar;
+#if defined(DLB_COPY_SSE2)
+  best = kCopyIsaSse2;
+#if defined(DLB_COPY_AVX2)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) best = kCopyIsaAvx2;
+#endif
+#endif
+  if (const char* v = std::getenv("DLB_COPY_ISA"); v != nullptr) {
+    int cap = best;
+    if (std::strcmp(v, "scalar") == 0) cap = kCopyIsaScalar;
+    else if (std::strcmp(v, "sse2") == 0) cap = kCopyIsaSse2;
+    else if (std::strcmp(v, "avx2") == 0) cap = kCopyIsaAvx2;
+    if (cap < best) best = cap;
+  }
+  return best;
+}
+const int kBestIsa = detect_isa();
+std::atomic<int> g_isa{kBestIsa};
+
+}  // namespace
+
+int current_isa() noexcept { return g_isa.load(std::memory_order_relaxed); }
+
+template <std::size_t E>
+void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
+               Streaming nt, int isa) noexcept {
+  const int last = v.n - 1;
+  // The outer dimension with the tightest non-zero source stride: if it is
+  // tighter than the innermost one, the innermost pair is a transpose.
+  int k = -1;
+  const std::ptrdiff_t inner = abs_pd(v.stride[last]);
+  if (inner != static_cast<std::ptrdiff_t>(e) && inner != 0) {
+    std::ptrdiff_t best = inner;
+    for (int d = 0; d < last; ++d) {
+      const std::ptrdiff_t a = abs_pd(v.stride[d]);
+      if (a != 0 && a < best && v.shape[d] > 1) {
+        best = a;
+        k = d;
+      }
+    }
+  }
+  if (k >= 0) {
+    copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa);
+  } else {
+    copy_rows<E>(src, v, dst_pitch, dst, e, nt.rows, isa);
+  }
+}
+
+void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept {
+  std::ptrdiff_t dst_pitch[kMaxDims];
+  compact_pitches(v, e, dst_pitch);
+  if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
+    std::memcpy(dst, src, static_cast<std::size_t>(v.shape[0]) * e);
+    return;
+  }
+  switch (e) {
+    case 1: copy_view<1>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 2: copy_view<2>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 3: copy_view<3>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 4: copy_view<4>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 6: copy_view<6>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 8: copy_view<8>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 12: copy_view<12>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 16: copy_view<16>(src, v, dst_pitch, dst, e, nt, isa); break;
+    default: copy_view<0>(src, v, dst_pitch, dst, e, nt, isa); break;
+  }
+#if defined(DLB_COPY_SSE2)
+  // Streaming stores are weakly ordered: fence them before the copy counts
+  // as done (and before a worker reports its part finished).
+  if (nt.tiles || nt.rows) _mm_sfence();
+#endif
+}
+
+}  // namespace copy_detail
+
+namespace testing {
+int set_copy_isa(int level) noexcept {
+  using copy_detail::kBestIsa;
+  if (level < 0 || level > kBestIsa) level = kBestIsa;
+  copy_detail::g_isa.store(level, std::memory_order_relaxed);
+  return level;
+}
+}  // namespace testing
+
+}  // namespace dlb
