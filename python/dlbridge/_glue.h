@@ -9,6 +9,7 @@
  *               the host-copy cure for a producer's refusal
  *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
  *   _exchange.c the DLPack 1.3 C exchange table, both directions
+ *   _share.c    sharing with other processes (dlbridge._share)
  *
  * Every function here needs the GIL. Built against the CPython 3.10 limited
  * API (_buffer.c: 3.11, see there). */
@@ -157,5 +158,23 @@ extern const char dlbpy_from_buffer_doc[];
 /* A buffer (a new reference in *out, 0) over obj's buffer protocol, or -1
  * with dlbridge.Error set. */
 int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out);
+
+/* ---- sharing with other processes (_share.c) -------------------------- */
+
+/* Module functions and their docstrings; file descriptors returned are the
+ * caller's, those passed in are borrowed (see the file). */
+PyObject* dlbpy_share_descriptor(PyObject* module, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kwnames);
+extern const char dlbpy_share_descriptor_doc[];
+PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor);
+extern const char dlbpy_is_shared_doc[];
+PyObject* dlbpy_open_shared(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char dlbpy_open_shared_doc[];
+PyObject* dlbpy_share_send(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+extern const char dlbpy_share_send_doc[];
+PyObject* dlbpy_share_recv(PyObject* module, PyObject* socket_fd);
+extern const char dlbpy_share_recv_doc[];
+PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused);
+extern const char dlbpy_shared_mappings_doc[];
 
 #endif /* DLBRIDGE_PYTHON_GLUE_H_ */

@@ -283,6 +283,14 @@ static PyMethodDef module_methods[] = {
     {"is_legacy_producer", dlbpy_is_legacy_producer, METH_O,
      "is_legacy_producer(type) -> bool: whether the type's __dlpack__ was found to speak\n"
      "only the protocol before DLPack 1.0 (no max_version)"},
+    {"share_descriptor", (PyCFunction)(void (*)(void))dlbpy_share_descriptor, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_share_descriptor_doc},
+    {"is_shared", dlbpy_is_shared, METH_O, dlbpy_is_shared_doc},
+    {"open_shared", (PyCFunction)(void (*)(void))dlbpy_open_shared, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_open_shared_doc},
+    {"share_send", (PyCFunction)(void (*)(void))dlbpy_share_send, METH_FASTCALL, dlbpy_share_send_doc},
+    {"share_recv", dlbpy_share_recv, METH_O, dlbpy_share_recv_doc},
+    {"shared_mappings", dlbpy_shared_mappings, METH_NOARGS, dlbpy_shared_mappings_doc},
     {NULL, NULL, 0, NULL},
 };
 

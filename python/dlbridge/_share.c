@@ -1,0 +1,175 @@
+/* Sharing tensors with other processes (include/dlbridge/share.h), for
+ * dlbridge._share: the descriptor of a tensor, a tensor over a descriptor,
+ * sending and receiving over a Unix socket, the mapping count. The
+ * descriptor's layout and the wire format stay the library's; Python sees
+ * a file descriptor (an int) and the description's bytes.
+ *
+ * Ownership of file descriptors, in every function below: a descriptor
+ * returned to Python is new and the caller's to close (os.close); a
+ * descriptor passed in is borrowed, never closed here. */
+#include <string.h>
+
+#include "_glue.h"
+
+/* The flags of keyword arguments given as Python truth values. */
+static int share_flag(PyObject* value, uint64_t flag, uint64_t* flags) {
+  if (value == NULL) return 0;
+  const int truth = PyObject_IsTrue(value);
+  if (truth < 0) return -1;
+  if (truth) *flags |= flag;
+  return 0;
+}
+
+/* A file descriptor given as an int (a socket's fileno(), os.open()). */
+static int share_fd(PyObject* value, const char* what, int32_t* out) {
+  const long long fd = PyLong_AsLongLong(value);
+  if (fd == -1 && PyErr_Occurred()) return -1;
+  if (fd < 0 || fd > INT32_MAX) {
+    char text[96];
+    snprintf(text, sizeof text, "%s %lld is not a file descriptor", what, fd);
+    dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, text);
+    return -1;
+  }
+  *out = (int32_t)fd;
+  return 0;
+}
+
+/* (fd, description) from a descriptor whose fd is handed to the result;
+ * the descriptor is closed when the tuple cannot be made. */
+static PyObject* share_pair(dlb_share_descriptor* d) {
+  PyObject* result = Py_BuildValue("(iy#)", (int)d->fd, (const char*)d->description, (Py_ssize_t)d->size);
+  if (result == NULL) dlb_share_descriptor_close(d);
+  return result;
+}
+
+PyObject* dlbpy_share_descriptor(PyObject* module, PyObject* const* args, Py_ssize_t nargs,
+                                 PyObject* kwnames) {
+  (void)module;
+  static const char* const names[] = {"copy", "read_only"};
+  PyObject* values[2];
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "share_descriptor() takes one tensor");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("share_descriptor", args + 1, 0, kwnames, names, 2, values) != 0) return NULL;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(args[0]);
+  if (buffer == NULL) return NULL;
+  uint64_t flags = 0;
+  if (share_flag(values[0], DLB_SHARE_COPY_IF_NEEDED, &flags) != 0 ||
+      share_flag(values[1], DLB_SHARE_READ_ONLY, &flags) != 0)
+    return NULL;
+  dlb_share_descriptor d;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS  /* a copy into shared memory may take a while */
+  s = dlb_buffer_share(buffer, flags, &d);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return share_pair(&d);
+}
+const char dlbpy_share_descriptor_doc[] =
+    "share_descriptor(tensor, /, *, copy=False, read_only=False) -> (fd, description)\n"
+    "--\n\n"
+    "The descriptor of a tensor for another process: a new file descriptor, the\n"
+    "caller's to close, and the description's bytes. Memory that is not shared\n"
+    "raises dlbridge.Error DLB_ERR_NOT_ZERO_COPY unless copy is true (then it is\n"
+    "copied once into new shared memory).";
+
+PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor) {
+  (void)module;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
+  if (buffer == NULL) return NULL;
+  dlb_share_descriptor d;
+  const dlb_status s = dlb_buffer_share(buffer, 0, &d);
+  if (s == DLB_ERR_NOT_ZERO_COPY) Py_RETURN_FALSE;
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  dlb_share_descriptor_close(&d);
+  Py_RETURN_TRUE;
+}
+const char dlbpy_is_shared_doc[] =
+    "is_shared(tensor, /) -> bool\n--\n\n"
+    "Whether the tensor's elements lie in shared memory (sharing it needs no copy).";
+
+/* A tensor over a descriptor; `fd` stays the caller's. */
+static PyObject* share_open(dlbpy_state* state, int32_t fd, const void* description, size_t size,
+                            uint64_t flags) {
+  dlb_buffer* buffer = NULL;
+  const dlb_status s = dlb_buffer_open_shared(fd, description, size, flags, &buffer);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (buffer == NULL) return dlbpy_raise_error(DLB_ERR_INTERNAL, "dlb_buffer_open_shared gave no buffer");
+  return dlbpy_tensor_new_in(state, buffer);
+}
+
+PyObject* dlbpy_open_shared(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"read_only"};
+  PyObject* values[1];
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "open_shared() takes a file descriptor and a description");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("open_shared", args + 2, 0, kwnames, names, 1, values) != 0) return NULL;
+  int32_t fd;
+  if (share_fd(args[0], "fd", &fd) != 0) return NULL;
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(args[1], &bytes, &size) != 0) return NULL;
+  uint64_t flags = 0;
+  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0) return NULL;
+  return share_open((dlbpy_state*)PyModule_GetState(module), fd, bytes, (size_t)size, flags);
+}
+const char dlbpy_open_shared_doc[] =
+    "open_shared(fd, description, /, *, read_only=False) -> Tensor\n--\n\n"
+    "The tensor a descriptor describes, mapped in this process. fd is borrowed:\n"
+    "it stays the caller's, who may close it right after the call.";
+
+PyObject* dlbpy_share_send(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "share_send() takes a socket's file descriptor and a tensor");
+    return NULL;
+  }
+  int32_t sock;
+  if (share_fd(args[0], "socket", &sock) != 0) return NULL;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(args[1]);
+  if (buffer == NULL) return NULL;
+  dlb_share_descriptor d;
+  dlb_status s = dlb_buffer_share(buffer, 0, &d);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  Py_BEGIN_ALLOW_THREADS  /* blocks until the peer reads */
+  s = dlb_share_send(sock, &d);
+  Py_END_ALLOW_THREADS
+  dlb_share_descriptor_close(&d);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  Py_RETURN_NONE;
+}
+const char dlbpy_share_send_doc[] =
+    "share_send(socket_fd, tensor, /) -> None\n--\n\n"
+    "Sends a tensor in shared memory over a connected Unix socket (the socket\n"
+    "stays open). Memory that is not shared raises DLB_ERR_NOT_ZERO_COPY.";
+
+PyObject* dlbpy_share_recv(PyObject* module, PyObject* arg) {
+  int32_t sock;
+  if (share_fd(arg, "socket", &sock) != 0) return NULL;
+  dlb_share_descriptor d;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS  /* blocks until the peer sends */
+  s = dlb_share_recv(sock, &d);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (d.fd < 0) Py_RETURN_NONE;  /* the end of the stream */
+  PyObject* result = share_open((dlbpy_state*)PyModule_GetState(module), d.fd, d.description, d.size, 0);
+  dlb_share_descriptor_close(&d);  /* the buffer keeps a duplicate of its own */
+  return result;
+}
+const char dlbpy_share_recv_doc[] =
+    "share_recv(socket_fd, /) -> Tensor | None\n--\n\n"
+    "The next tensor from a connected Unix socket, mapped in this process; None\n"
+    "at the end of the stream. Every file descriptor that arrived is closed.";
+
+PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromLongLong(dlb_shared_mappings());
+}
+const char dlbpy_shared_mappings_doc[] =
+    "shared_mappings() -> int\n--\n\n"
+    "Shared-memory mappings the library holds in this process (for leak checks).";
