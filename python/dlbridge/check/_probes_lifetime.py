@@ -203,7 +203,8 @@ def _tensor_nbytes(s: Subject) -> Optional[int]:
         code, bits, lanes = summary["dtype"]
         if summary["shape"] is None:
             return None
-        return _numel(summary["shape"]) * bits * lanes // 8
+        nbytes: int = _numel(summary["shape"]) * bits * lanes // 8
+        return nbytes
     finally:
         record = exp.record
         release(exp)
