@@ -206,18 +206,9 @@ if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
   peers_numpy=$("$peers/bin/python" -c 'import numpy; print(numpy.__version__)')
   hyp=()
   "$peers/bin/python" -c 'import hypothesis' 2>/dev/null && hyp=(--hypothesis-profile=ci)
-  # These tests assert what numpy 1.24 does (no bool, no read-only flag, a
-  # legacy-only consumer); numpy 2 does otherwise. Until they look at
-  # numpy's version, they are left out here, by name, and said so.
-  numpy1_only=(test_bytes_read_only_zero_copy test_the_first_python_block_of_docs_python_md
-               test_numpy_1_24_marks_dlpack_imports_read_only test_numpy_cannot_export_bool
-               test_numpy_cannot_import_bool test_numpy_read_only_array_is_refused_by_numpy
-               test_device_and_copy_for_a_legacy_producer_are_the_librarys_decision
-               test_read_only_legacy_export_refused_versioned_allowed)
-  echo "  left out with numpy $peers_numpy (they assert numpy 1.24's behaviour): ${numpy1_only[*]}"
-  deselect="not ($(IFS='|'; echo "${numpy1_only[*]}" | sed 's/|/ or /g'))"
+  # The tests that pin numpy 1.24's limits skip themselves under numpy 2.
   suite "CPython $("$peers/bin/python" -c 'import platform; print(platform.python_version())'), numpy $peers_numpy (peer environment)" \
-    "$peers_base" "" "$peers_site" -k "$deselect" "${hyp[@]}"
+    "$peers_base" "" "$peers_site" "${hyp[@]}"
 else
   echo "== 43-sdist: numpy 2: skipped: the peer environment not installable here ($peers)"
 fi
