@@ -289,7 +289,7 @@ TEST_F(Devices, ConsumerStreamRule) {
       {kDLOpenCL, 1, DLB_ERR_INVALID_ARGUMENT},
       {kDLVulkan, 2, DLB_ERR_INVALID_ARGUMENT},
       {static_cast<DLDeviceType>(5), 1, DLB_ERR_UNSUPPORTED_DEVICE},
-      {static_cast<DLDeviceType>(999), 1, DLB_ERR_UNSUPPORTED_DEVICE},
+      {static_cast<DLDeviceType>(31), 1, DLB_ERR_UNSUPPORTED_DEVICE},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::to_string(c.type) + " stream " + std::to_string(c.stream));
