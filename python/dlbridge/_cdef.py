@@ -246,6 +246,17 @@ dlb_status dlb_compact_strides(int32_t ndim, const int64_t* shape, int64_t* stri
 dlb_status dlb_buffer_resolve(dlb_buffer* buffer, const dlb_export_options* options,
                               dlb_buffer** out);
 
+typedef struct dlb_layout_info {
+  size_t struct_size;
+  uint64_t numel;
+  uint64_t nbytes;
+  uint32_t element_bits;
+  int32_t contiguous;
+  int64_t min_offset;
+  int64_t max_offset;
+} dlb_layout_info;
+dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out);
+
 dlb_status dlb_cuda_backend_create(int32_t device_id, dlb_backend** out);
 dlb_status dlb_cuda_buffer_alloc(dlb_backend* backend, DLDevice device, DLDataType dtype,
                                  int32_t ndim, const int64_t* shape, dlb_buffer** out);
@@ -261,6 +272,26 @@ dlb_status dlb_cuda_buffer_stream(const dlb_buffer* buffer, int64_t* out);
 
 dlb_status dlb_set_copy_threads(int n);
 int dlb_copy_threads(void);
+
+#define DLB_SHARE_DESCRIPTION_VERSION 1
+#define DLB_SHARE_DESCRIPTION_HEADER 56
+#define DLB_SHARE_DESCRIPTION_MAX 1080
+#define DLB_SHARE_COPY_IF_NEEDED 1
+#define DLB_SHARE_READ_ONLY 2
+typedef struct dlb_share_descriptor {
+  int32_t fd;
+  uint32_t size;
+  unsigned char description[1080];
+} dlb_share_descriptor;
+dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim,
+                                   const int64_t* shape, dlb_buffer** out);
+dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out);
+dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
+                                  dlb_buffer** out);
+void dlb_share_descriptor_close(dlb_share_descriptor* descriptor);
+dlb_status dlb_share_send(int32_t socket_fd, const dlb_share_descriptor* descriptor);
+dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);
+int64_t dlb_shared_mappings(void);
 """
 
 # The struct types a binding allocates or reads, for layout checks.
