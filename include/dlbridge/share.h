@@ -128,6 +128,7 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  *        it right after the call, on success or failure (the buffer keeps a
  *        duplicate of its own, for sharing it on).
  * @param description `size` bytes of description, read during the call.
+ * @param size bytes at `description` (the descriptor's `size` field).
  * @param flags 0 or DLB_SHARE_READ_ONLY.
  * @param out on success receives a new buffer with one reference, owned by
  *        the caller; the mapping goes when the last reference and the last

@@ -313,6 +313,13 @@ fn every_header_function_is_declared() {
         ("dlb_set_copy_threads", dlb_set_copy_threads as *const ()),
         ("dlb_copy_threads", dlb_copy_threads as *const ()),
         ("dlb_managed_tensor_alloc", dlb_managed_tensor_alloc as *const ()),
+        ("dlb_buffer_alloc_shared", dlb_buffer_alloc_shared as *const ()),
+        ("dlb_buffer_share", dlb_buffer_share as *const ()),
+        ("dlb_buffer_open_shared", dlb_buffer_open_shared as *const ()),
+        ("dlb_share_descriptor_close", dlb_share_descriptor_close as *const ()),
+        ("dlb_share_send", dlb_share_send as *const ()),
+        ("dlb_share_recv", dlb_share_recv as *const ()),
+        ("dlb_shared_mappings", dlb_shared_mappings as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let names = header_functions();
