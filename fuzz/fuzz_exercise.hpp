@@ -140,6 +140,8 @@ inline void exercise(Reader& r, dlb_buffer* buf, const View& v, const int* owner
           FUZZ_CHECK(out_flags & DLPACK_FLAG_BITMASK_READ_ONLY, "DLB_EXPORT_READ_ONLY not honoured");
         if (as_versioned && h.shares && buffer_ro)
           FUZZ_CHECK(out_flags & DLPACK_FLAG_BITMASK_READ_ONLY, "read-only memory exported writable");
+        // The legacy struct cannot say READ_ONLY: read-only memory goes out
+        // shared only when the caller allowed it (else as a copy).
         if (!as_versioned && full && (ask_ro || (h.shares && buffer_ro)))
           FUZZ_CHECK(allow_ro, "read-only export as legacy without DLB_EXPORT_ALLOW_READ_ONLY_LEGACY");
         held.push_back(h);

@@ -162,8 +162,8 @@ __attribute__((noinline, cold)) dlb_status refuse_copy(const dlb_buffer* b, cons
 // export (plan_default) and reused by every later one. Inlined, so that for
 // the default options (a constant) the compiler folds away what they leave
 // undecided.
-__attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, const dlb_export_options& opt, bool report, Plan* plan,
-                     bool* stable) noexcept {
+__attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, const dlb_export_options& opt, bool legacy,
+                                                           bool report, Plan* plan, bool* stable) noexcept {
   const StorageOps& ops = *b->ops;
   const DLDevice dev = b->tensor.device;
   const std::int32_t dev_type = device_type_of(dev);
@@ -191,7 +191,36 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   // not, is only put into words if a refusal is reported.)
   dlb_status share = DLB_OK;
   if (ops.shareable != nullptr) share = ops.shareable(b, nullptr, 0, stable);
-  const bool zero_copy = share == DLB_OK && !move_to_cpu;
+  bool zero_copy = share == DLB_OK && !move_to_cpu;
+
+  // The legacy struct has no flag to say READ_ONLY. Asked for explicitly
+  // (DLB_EXPORT_READ_ONLY), it cannot be honoured, copy or not. Read-only
+  // memory cannot go out zero-copy in it (the consumer would take it for
+  // writable): a copy, the consumer's own, is made where copying is allowed
+  // and lands where the export would (on the CPU), as for any copy the
+  // export needs; DLB_EXPORT_ALLOW_READ_ONLY_LEGACY shares it anyway.
+  if (legacy && (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0) {
+    if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0)
+      DLB_REFUSE(report, DLB_ERR_READ_ONLY,
+                 "DLB_EXPORT_READ_ONLY was asked for and a legacy DLManagedTensor has no flag to carry it; export "
+                 "a DLManagedTensorVersioned");
+    if (zero_copy && (b->flags & DLB_BUFFER_READ_ONLY) != 0 && opt.copy != DLB_COPY_ALWAYS) {
+      if (opt.copy == DLB_COPY_NEVER)
+        DLB_REFUSE(report, DLB_ERR_READ_ONLY,
+                   "the buffer is read-only, a legacy DLManagedTensor has no flag to say so, and copy was "
+                   "forbidden (DLB_COPY_NEVER); allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python), export a "
+                   "DLManagedTensorVersioned (max_version=(1, 0)), or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if "
+                   "the consumer will not write");
+      if (dev_type != kDLCPU && !want_cpu)
+        DLB_REFUSE(report, DLB_ERR_READ_ONLY,
+                   "the buffer is read-only on %s:%d and a legacy DLManagedTensor has no flag to say so; a copy "
+                   "would move it to the CPU, which was not asked for: ask for the CPU device (dl_device=(1, 0)), "
+                   "export a DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer "
+                   "will not write",
+                   device_type_name(dev_type), static_cast<int>(dev.device_id));
+      zero_copy = false;
+    }
+  }
 
   const bool copy = opt.copy == DLB_COPY_ALWAYS || !zero_copy;
   if (copy) {
@@ -242,27 +271,17 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   return DLB_OK;
 }
 
-// The planner's last step for a legacy export: its struct has no flag to
-// carry READ_ONLY.
-__attribute__((always_inline)) inline dlb_status check_legacy(const Plan& plan, const dlb_export_options& opt, bool report) noexcept {
-  if ((plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 && (opt.flags & DLB_EXPORT_ALLOW_READ_ONLY_LEGACY) == 0)
-    DLB_REFUSE(report, DLB_ERR_READ_ONLY,
-               "the buffer is read-only and a legacy DLManagedTensor has no flag to say so; export a "
-               "DLManagedTensorVersioned, or pass DLB_EXPORT_ALLOW_READ_ONLY_LEGACY if the consumer will not write");
-  return DLB_OK;
-}
-
 #undef DLB_REFUSE
 
 constexpr dlb_export_options kDefaultOptions = {sizeof(dlb_export_options), DLB_COPY_IF_NEEDED, 0, {kDLCPU, 0},
                                                 DLB_STREAM_NONE, 0};
 
-// The planner's default decision as kept in dlb_buffer::default_plan: its
-// Plan bits and one of two bits the planner leaves free saying for which
-// kind of export the plan holds (the planner refuses the legacy export of a
-// read-only buffer). One word, so that threads making the first default
-// exports of a buffer at once may each store it (they store the same value)
-// without a lock; 0: nothing cached.
+// The planner's default decisions as kept in dlb_buffer::default_plan: the
+// Plan bits and two bits the planner leaves free saying for which kinds of
+// export they hold (a read-only buffer's legacy export is a copy, its
+// versioned one is not). One word, so that threads making the first default
+// exports of a buffer at once may each store it without a lock (each stores
+// a decision the planner made); 0: nothing cached.
 constexpr std::uint64_t kCachedVersioned = 32;
 constexpr std::uint64_t kCachedLegacy = 64;
 static_assert((kCachedVersioned | kCachedLegacy) < (std::uint64_t{1} << Plan::kFlagsShift) &&
@@ -271,15 +290,19 @@ static_assert((kCachedVersioned | kCachedLegacy) < (std::uint64_t{1} << Plan::kF
 
 // A default-options export whose decision is not cached: the planner for
 // the default options, its decision kept in the buffer when the storage
-// says it never changes. Inlined: the planner for constant options is
+// says it never changes, for the other kind of export too when the planner
+// decides the same for it. Inlined: the planner for constant options is
 // short, and a call would cost the first export of every buffer more.
 __attribute__((always_inline)) inline dlb_status plan_default(dlb_buffer* b, bool versioned, Plan* plan) noexcept {
   bool stable = true;
-  DLB_TRY(make_plan(b, kDefaultOptions, true, plan, &stable));
-  const bool legacy_ok = check_legacy(*plan, kDefaultOptions, false) == DLB_OK;
-  if (stable)
-    b->default_plan.store(plan->bits | kCachedVersioned | (legacy_ok ? kCachedLegacy : 0), std::memory_order_relaxed);
-  if (!versioned) DLB_TRY(check_legacy(*plan, kDefaultOptions, true));
+  DLB_TRY(make_plan(b, kDefaultOptions, !versioned, true, plan, &stable));
+  if (!stable) return DLB_OK;
+  Plan other;
+  bool other_stable = true;
+  const bool same = make_plan(b, kDefaultOptions, versioned, false, &other, &other_stable) == DLB_OK &&
+                    other_stable && other.bits == plan->bits;
+  const std::uint64_t kinds = same ? (kCachedVersioned | kCachedLegacy) : versioned ? kCachedVersioned : kCachedLegacy;
+  b->default_plan.store(plan->bits | kinds, std::memory_order_relaxed);
   return DLB_OK;
 }
 
@@ -308,8 +331,7 @@ dlb_status build(dlb_buffer* b, const dlb_export_options* options, bool versione
       DLB_TRY(plan_default(b, versioned, &plan));
     } else {
       bool stable = true;
-      DLB_TRY(make_plan(b, opt, true, &plan, &stable));
-      if (!versioned) DLB_TRY(check_legacy(plan, opt, true));
+      DLB_TRY(make_plan(b, opt, !versioned, true, &plan, &stable));
       stream = opt.stream;
     }
   }
@@ -419,6 +441,18 @@ dlb_status export_legacy(dlb_buffer* b, const dlb_export_options* options, DLMan
 
 std::int64_t live_exports() noexcept { return live_total(); }
 
+bool own_legacy_export(const DLManagedTensor* m, std::uint64_t* dl_flags) noexcept {
+  if (m->deleter != deleter_legacy) return false;
+  const ExportBlock* blk = static_cast<const ExportBlock*>(m->manager_ctx);
+  std::uint64_t f = 0;
+  if (blk->copy != nullptr)
+    f = DLPACK_FLAG_BITMASK_IS_COPIED;
+  else if (blk->buffer != nullptr && (blk->buffer->flags & DLB_BUFFER_READ_ONLY) != 0)
+    f = DLPACK_FLAG_BITMASK_READ_ONLY;
+  *dl_flags = f;
+  return true;
+}
+
 namespace {
 
 // What a zero-copy export to the CPU hands out, as a buffer: the same
@@ -460,7 +494,7 @@ dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_
     return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be resolved");
   Plan plan;
   bool stable = true;
-  DLB_TRY(make_plan(b, opt, true, &plan, &stable));
+  DLB_TRY(make_plan(b, opt, false, true, &plan, &stable));
   if (!plan.copy() && (!plan.to_cpu() || same_device(b->tensor.device, DLDevice{kDLCPU, 0}))) {
     buffer_retain(b);
     *out = b;

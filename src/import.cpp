@@ -9,6 +9,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "export.hpp"
 #include "layout.hpp"
 
 namespace dlb {
@@ -124,7 +125,11 @@ __attribute__((always_inline)) inline dlb_status legacy_body(DLManagedTensor* m,
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   dlb_import_options opt;
   DLB_TRY(read_options(options, &opt));
-  const std::uint64_t flags = (opt.flags & DLB_IMPORT_LEGACY_READ_ONLY) != 0 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  std::uint64_t flags = (opt.flags & DLB_IMPORT_LEGACY_READ_ONLY) != 0 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  // One of this library's own legacy exports: what its struct could not say
+  // (a copy, read-only memory) is known from the export itself.
+  std::uint64_t own = 0;
+  if (own_legacy_export(m, &own)) flags |= own;
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.legacy = m;

@@ -82,23 +82,135 @@ TEST_F(Export, ReadOnlyBuffersAndRequestsSetTheFlag) {
   dlb_buffer_release(rw.b);
 }
 
-TEST_F(Export, LegacyExportOfReadOnlyDataIsRefusedUnlessAllowed) {
+// The legacy struct cannot say READ_ONLY: with a copy allowed, read-only
+// memory goes out as the consumer's own writable copy (copy=None in the
+// array API), the default export and explicit options alike, the cached
+// default decision included.
+TEST_F(Export, LegacyExportOfReadOnlyDataIsAWritableCopyWhenCopyIsAllowed) {
+  Wrapped ro(DLB_BUFFER_READ_ONLY);
+  const dlb_export_options if_needed = opts(DLB_COPY_IF_NEEDED);
+  const dlb_export_options* choices[] = {nullptr, nullptr, &if_needed};
+  for (const dlb_export_options* o : choices) {
+    DLManagedTensor* m = nullptr;
+    ASSERT_EQ(dlb_export_legacy(ro.b, o, &m), DLB_OK);
+    EXPECT_EQ(dlb_live_exports(), live_at_start_ + 1);
+    EXPECT_EQ(dlb_buffer_refcount(ro.b), 1);  // a copy holds no reference
+    EXPECT_NE(m->dl_tensor.data, ro.data.data());
+    EXPECT_EQ(m->dl_tensor.device.device_type, kDLCPU);
+    EXPECT_EQ(m->dl_tensor.byte_offset, 0u);
+    EXPECT_EQ(m->dl_tensor.strides[0], 60);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m->dl_tensor.data) % 64, 0u);
+    float* got = static_cast<float*>(m->dl_tensor.data);
+    for (int i = 0; i < 120; ++i) EXPECT_EQ(got[i], static_cast<float>(i));
+    got[7] = -1.0f;  // the consumer's own: the original does not see it
+    EXPECT_EQ(ro.data[7], 7.0f);
+    m->deleter(m);
+    EXPECT_EQ(dlb_live_exports(), live_at_start_);
+  }
+  // The versioned export of the same buffer still shares it, marked
+  // READ_ONLY, before and after the legacy decision was cached.
+  for (int round = 0; round < 2; ++round) {
+    DLManagedTensorVersioned* v = nullptr;
+    ASSERT_EQ(dlb_export_versioned(ro.b, nullptr, &v), DLB_OK);
+    EXPECT_EQ(v->dl_tensor.data, ro.data.data());
+    EXPECT_EQ(v->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+    v->deleter(v);
+    DLManagedTensor* m = nullptr;
+    ASSERT_EQ(dlb_export_legacy(ro.b, nullptr, &m), DLB_OK);
+    EXPECT_NE(m->dl_tensor.data, ro.data.data());
+    m->deleter(m);
+  }
+  EXPECT_EQ(ro.rc.calls.load(), 0);
+  dlb_buffer_release(ro.b);
+  EXPECT_EQ(ro.rc.calls.load(), 1);
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
+}
+
+// Imported back, a legacy export of this library says what its struct
+// could not: a copy comes in COPIED (and writable), read-only memory shared
+// under DLB_EXPORT_ALLOW_READ_ONLY_LEGACY comes in READ_ONLY.
+TEST_F(Export, OwnLegacyExportImportsWithWhatItsStructCannotSay) {
   Wrapped ro(DLB_BUFFER_READ_ONLY);
   DLManagedTensor* m = nullptr;
-  EXPECT_EQ(dlb_export_legacy(ro.b, nullptr, &m), DLB_ERR_READ_ONLY);
-  EXPECT_TRUE(MessageContains("DLB_EXPORT_ALLOW_READ_ONLY_LEGACY"));
-  EXPECT_EQ(m, nullptr);
-  EXPECT_EQ(dlb_buffer_refcount(ro.b), 1);  // no reference taken
+  ASSERT_EQ(dlb_export_legacy(ro.b, nullptr, &m), DLB_OK);
+  dlb_buffer* in = nullptr;
+  ASSERT_EQ(dlb_import_legacy(m, nullptr, &in), DLB_OK);
+  EXPECT_NE(dlb_buffer_flags(in) & DLB_BUFFER_COPIED, 0u);
+  EXPECT_EQ(dlb_buffer_flags(in) & DLB_BUFFER_READ_ONLY, 0u);
+  dlb_buffer_release(in);  // runs the copy's deleter
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
+
   const dlb_export_options allow = opts(DLB_COPY_IF_NEEDED, DLB_EXPORT_ALLOW_READ_ONLY_LEGACY);
   ASSERT_EQ(dlb_export_legacy(ro.b, &allow, &m), DLB_OK);
   EXPECT_EQ(m->dl_tensor.data, ro.data.data());
+  ASSERT_EQ(dlb_import_legacy(m, nullptr, &in), DLB_OK);
+  EXPECT_EQ(dlb_buffer_flags(in) & DLB_BUFFER_COPIED, 0u);
+  EXPECT_NE(dlb_buffer_flags(in) & DLB_BUFFER_READ_ONLY, 0u);
+  dlb_buffer_release(in);
+
+  Wrapped rw;
+  ASSERT_EQ(dlb_export_legacy(rw.b, nullptr, &m), DLB_OK);
+  ASSERT_EQ(dlb_import_legacy(m, nullptr, &in), DLB_OK);
+  EXPECT_EQ(dlb_buffer_flags(in) & (DLB_BUFFER_COPIED | DLB_BUFFER_READ_ONLY), 0u);
+  dlb_buffer_release(in);
+  dlb_buffer_release(rw.b);
+  dlb_buffer_release(ro.b);
+  EXPECT_EQ(ro.rc.calls.load(), 1);
+  EXPECT_EQ(rw.rc.calls.load(), 1);
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
+}
+
+// copy=False in the array API: the legacy export of read-only memory would
+// need a copy and is refused, naming the remedies.
+TEST_F(Export, LegacyExportOfReadOnlyDataIsRefusedWithCopyNever) {
+  Wrapped ro(DLB_BUFFER_READ_ONLY);
+  DLManagedTensor* m = nullptr;
+  const dlb_export_options never = opts(DLB_COPY_NEVER);
+  EXPECT_EQ(dlb_export_legacy(ro.b, &never, &m), DLB_ERR_READ_ONLY);
+  EXPECT_TRUE(MessageContains("DLB_COPY_NEVER"));
+  EXPECT_TRUE(MessageContains("allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python)"));
+  EXPECT_TRUE(MessageContains("DLB_EXPORT_ALLOW_READ_ONLY_LEGACY"));
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(dlb_buffer_refcount(ro.b), 1);  // no reference taken
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
+  // The versioned export needs no copy, so copy never is fine there.
+  DLManagedTensorVersioned* v = nullptr;
+  ASSERT_EQ(dlb_export_versioned(ro.b, &never, &v), DLB_OK);
+  EXPECT_EQ(v->dl_tensor.data, ro.data.data());
+  v->deleter(v);
+  // Allowed: shared as it is, the caller promising the consumer won't write.
+  const dlb_export_options allow = opts(DLB_COPY_NEVER, DLB_EXPORT_ALLOW_READ_ONLY_LEGACY);
+  ASSERT_EQ(dlb_export_legacy(ro.b, &allow, &m), DLB_OK);
+  EXPECT_EQ(m->dl_tensor.data, ro.data.data());
+  EXPECT_EQ(dlb_buffer_refcount(ro.b), 2);
   m->deleter(m);
-  // A copy is the consumer's own, so a legacy copy of read-only data is fine.
+  // Always a copy, read-only or not.
   const dlb_export_options copy = opts(DLB_COPY_ALWAYS);
   ASSERT_EQ(dlb_export_legacy(ro.b, &copy, &m), DLB_OK);
   EXPECT_NE(m->dl_tensor.data, ro.data.data());
   m->deleter(m);
   dlb_buffer_release(ro.b);
+  EXPECT_EQ(ro.rc.calls.load(), 1);
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
+}
+
+// DLB_EXPORT_READ_ONLY asks for a flag the legacy struct does not have: a
+// copy would not carry it either.
+TEST_F(Export, LegacyExportAskedReadOnlyIsRefused) {
+  Wrapped rw;
+  DLManagedTensor* m = nullptr;
+  const dlb_export_options o = opts(DLB_COPY_IF_NEEDED, DLB_EXPORT_READ_ONLY);
+  EXPECT_EQ(dlb_export_legacy(rw.b, &o, &m), DLB_ERR_READ_ONLY);
+  EXPECT_TRUE(MessageContains("DLB_EXPORT_READ_ONLY"));
+  EXPECT_EQ(m, nullptr);
+  const dlb_export_options always = opts(DLB_COPY_ALWAYS, DLB_EXPORT_READ_ONLY);
+  EXPECT_EQ(dlb_export_legacy(rw.b, &always, &m), DLB_ERR_READ_ONLY);
+  const dlb_export_options allow = opts(DLB_COPY_IF_NEEDED, DLB_EXPORT_READ_ONLY | DLB_EXPORT_ALLOW_READ_ONLY_LEGACY);
+  ASSERT_EQ(dlb_export_legacy(rw.b, &allow, &m), DLB_OK);
+  EXPECT_EQ(m->dl_tensor.data, rw.data.data());
+  m->deleter(m);
+  dlb_buffer_release(rw.b);
+  EXPECT_EQ(dlb_live_exports(), live_at_start_);
 }
 
 TEST_F(Export, CopyAlwaysGivesAFreshRowMajorCopyWithIsCopied) {

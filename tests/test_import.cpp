@@ -239,8 +239,14 @@ TEST_F(Import, OptionsAlignmentContiguityWritability) {
     o.flags = DLB_IMPORT_LEGACY_READ_ONLY;
     ASSERT_EQ(dlb_import_legacy(f.as_legacy(), &o, &b), DLB_OK);
     EXPECT_NE(dlb_buffer_flags(b) & DLB_BUFFER_READ_ONLY, 0u);
+    // Read-only now: its legacy export, which cannot say so, is a copy,
+    // refused when copying is not allowed.
     DLManagedTensor* l = nullptr;
-    EXPECT_EQ(dlb_export_legacy(b, nullptr, &l), DLB_ERR_READ_ONLY);
+    const dlb_export_options never = opts(DLB_COPY_NEVER);
+    EXPECT_EQ(dlb_export_legacy(b, &never, &l), DLB_ERR_READ_ONLY);
+    ASSERT_EQ(dlb_export_legacy(b, nullptr, &l), DLB_OK);
+    EXPECT_NE(l->dl_tensor.data, f.data());
+    l->deleter(l);
     dlb_buffer_release(b);
     EXPECT_EQ(f.deleter_calls.load(), 2);
   }

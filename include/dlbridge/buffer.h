@@ -198,9 +198,15 @@ DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out);
 
 /** Copy policy of an export (the `copy` argument of the Python protocol). */
 typedef enum dlb_copy_policy {
-  /** Zero-copy when possible, else a host copy (the default). */
+  /**
+   * Zero-copy when possible, else a host copy (the default). A legacy
+   * export of read-only memory needs one (see dlb_export_legacy()).
+   */
   DLB_COPY_IF_NEEDED = 0,
-  /** Never copy: fail with DLB_ERR_NOT_ZERO_COPY when it would be needed. */
+  /**
+   * Never copy: fail with DLB_ERR_NOT_ZERO_COPY when it would be needed
+   * (DLB_ERR_READ_ONLY for a legacy export of read-only memory).
+   */
   DLB_COPY_NEVER = 1,
   /** Always hand out a fresh compact row-major copy with IS_COPIED set. */
   DLB_COPY_ALWAYS = 2
@@ -209,9 +215,10 @@ typedef enum dlb_copy_policy {
 /** Export flag: set READ_ONLY on the export even for a writable buffer. */
 #define DLB_EXPORT_READ_ONLY (UINT64_C(1) << 0)
 /**
- * Export flag: allow the legacy export of a read-only buffer (the legacy
- * struct cannot carry the fact; the caller promises the consumer won't
- * write).
+ * Export flag: share a read-only buffer's memory in a legacy export, which
+ * otherwise gets a copy (the legacy struct cannot carry the fact; the caller
+ * promises the consumer won't write). Also allows DLB_EXPORT_READ_ONLY on a
+ * legacy export, which then marks nothing.
  */
 #define DLB_EXPORT_ALLOW_READ_ONLY_LEGACY (UINT64_C(1) << 1)
 
@@ -273,7 +280,7 @@ DLB_API void dlb_export_options_init(dlb_export_options* options);
  *         DLB_ERR_UNSUPPORTED_LAYOUT (copy forbidden, and the backend keeps
  *         the storage in a layout strides cannot express);
  *         DLB_ERR_UNSUPPORTED_DEVICE (a target device the buffer cannot
- *         reach); DLB_ERR_READ_ONLY (legacy only, see dlb_export_legacy);
+ *         reach); DLB_ERR_READ_ONLY (legacy only, see dlb_export_legacy());
  *         DLB_ERR_BACKEND; DLB_ERR_OUT_OF_MEMORY. Thread-safe.
  */
 DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_options* options,
@@ -281,10 +288,19 @@ DLB_API dlb_status dlb_export_versioned(dlb_buffer* buffer, const dlb_export_opt
 
 /**
  * Exports a buffer as a legacy (pre-1.0) managed tensor. Same rules as
- * dlb_export_versioned(), except that a read-only buffer (or
- * DLB_EXPORT_READ_ONLY) is refused with DLB_ERR_READ_ONLY unless
- * DLB_EXPORT_ALLOW_READ_ONLY_LEGACY is passed, since the legacy struct has
- * no flag to carry it.
+ * dlb_export_versioned(), except for read-only memory, since the legacy
+ * struct has no flag to carry READ_ONLY (the array API's rule for
+ * copy=None / copy=False):
+ * - a read-only buffer is never shared zero-copy: with DLB_COPY_IF_NEEDED
+ *   (or DLB_COPY_ALWAYS) the export is a writable host copy, the consumer's
+ *   own, exactly as dlb_export_versioned() copies (IS_COPIED cannot be
+ *   said, but dlb_import_legacy() of this export knows it); with
+ *   DLB_COPY_NEVER it is refused with DLB_ERR_READ_ONLY. A buffer not on
+ *   the CPU is refused with DLB_ERR_READ_ONLY unless the CPU device is the
+ *   target (the copy would move it).
+ * - DLB_EXPORT_READ_ONLY is refused with DLB_ERR_READ_ONLY.
+ * - DLB_EXPORT_ALLOW_READ_ONLY_LEGACY lifts both: the memory is shared as
+ *   for a writable buffer (the caller promises the consumer won't write).
  * @param buffer the buffer to export, as for dlb_export_versioned().
  * @param options NULL means the defaults.
  * @param out on success owned by the caller (call its deleter once);
@@ -358,7 +374,10 @@ DLB_API dlb_status dlb_import_versioned(DLManagedTensorVersioned* tensor,
 /**
  * Takes a legacy managed tensor in. Same ownership rules as
  * dlb_import_versioned(): owned by the new buffer on success, still the
- * caller's on failure.
+ * caller's on failure. A legacy export of this library itself comes in with
+ * what its struct could not say: DLB_BUFFER_COPIED for a copy (the legacy
+ * export of read-only memory, DLB_COPY_ALWAYS), DLB_BUFFER_READ_ONLY for
+ * read-only memory shared under DLB_EXPORT_ALLOW_READ_ONLY_LEGACY.
  */
 DLB_API dlb_status dlb_import_legacy(DLManagedTensor* tensor, const dlb_import_options* options,
                                      dlb_buffer** out);

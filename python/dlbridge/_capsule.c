@@ -151,6 +151,16 @@ static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
     dlbpy_raise_error(DLB_ERR_MALFORMED, "the dltensor capsule holds NULL");
     return -1;
   }
+  dlb_buffer* buffer = NULL;
+  if (PyCapsule_GetDestructor(capsule) == capsule_destructor) {
+    /* Made by this module (dlbpy_export_capsule): the library's own export,
+     * whose deleter needs no GIL, goes in as it is, so that the library
+     * knows it (a copy of read-only memory imports as copied). */
+    if (take_in(original, 0, stream, &buffer) != DLB_OK) return -1;
+    PyCapsule_SetName(capsule, kNameUsedLegacy);
+    *out = buffer;
+    return 0;
+  }
   DLManagedTensor* shim = (DLManagedTensor*)malloc(sizeof *shim);
   if (shim == NULL) {
     PyErr_NoMemory();
@@ -159,7 +169,6 @@ static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   shim->dl_tensor = original->dl_tensor;
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_legacy : NULL;
-  dlb_buffer* buffer = NULL;
   if (take_in(shim, 0, stream, &buffer) != DLB_OK) {
     free(shim);
     return -1;

@@ -61,7 +61,10 @@ def test_from_dlpack_keeps_strides_offset_and_read_only():
     assert t.data_ptr == x.data_ptr
     assert t.readonly is True
     with pytest.raises(BufferError):
-        t.__dlpack__()  # the legacy struct cannot carry READ_ONLY
+        t.__dlpack__(copy=False)  # the legacy struct cannot carry READ_ONLY
+    c = dlbridge.from_dlpack(t.__dlpack__())  # ...so without copy=False it is a copy
+    assert c.copied and c.data_ptr != x.data_ptr
+    del c
     assert counts()["dlpack"] == 0
 
 

@@ -48,13 +48,12 @@ REASONS = {
     ),
     "legacy-consumer-read-only": (
         "consumer: TensorFlow",
-        r"Cannot export readonly array since signalling readonly|DLB_ERR_READ_ONLY",
+        r"Cannot export readonly array since signalling readonly",
         "tf.experimental.dlpack.from_dlpack takes only legacy capsules, which have no read-only "
-        "flag; numpy and dlbridge refuse to hand read-only memory out as writable. Through "
-        "dlbridge this also hits JAX and pyarrow arrays, which export their memory as read-only "
-        "(READ_ONLY in versioned capsules) while their own legacy capsules do not say so.",
-        "dlbridge will not export read-only memory in a capsule that lets the consumer write it; "
-        "TensorFlow would need versioned capsules.",
+        "flag, and asks for them with __dlpack__() (copy=None); numpy refuses to export its "
+        "read-only arrays in them (BufferError) rather than copy; dlbridge hands TensorFlow a "
+        "writable copy, as the array API standard allows with copy=None.",
+        None,
     ),
     "jax-compact-strides": (
         "consumer: JAX",
@@ -122,11 +121,7 @@ REASONS = {
 # __dlpack__ raises BufferError) is not among them: no CPU producer here
 # refuses a host tensor with BufferError, so no pair of this matrix waits on
 # it; its own tests use JAX arrays sharded over several CPU devices.
-PENDING = {
-    "legacy-consumer-read-only": "dlbridge could export a writable copy to a legacy consumer "
-                                 "asking with copy=None (the array API standard allows the "
-                                 "copy), instead of refusing",
-}
+PENDING = {}
 
 _ALL = "*"
 _PRODUCERS_OBJ = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "pyarrow", "array_api_strict",
@@ -144,8 +139,7 @@ RULES = [
      ["numpy", "jax", "array_api_strict"], [_ALL]),
     ("paddle-device-id-none", "direct", ["paddle"], ["jax"], [_ALL]),
     ("numpy-readonly-legacy", "direct", ["numpy"], ["tvm_ffi"], ["*/readonly"]),
-    ("legacy-consumer-read-only", "both", ["numpy", "dlbridge"], ["tensorflow"], ["*/readonly"]),
-    ("legacy-consumer-read-only", "dlbridge", ["jax", "pyarrow"], ["tensorflow"], [_ALL]),
+    ("legacy-consumer-read-only", "direct", ["numpy"], ["tensorflow"], ["*/readonly"]),
     ("jax-compact-strides", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict", "paddle*"],
      ["jax"], ["*/strided"]),
     ("tf-compact-strides", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict"],

@@ -205,7 +205,15 @@ def test_wrap_with_a_cffi_release_callback(ffi_lib):
     assert lib.dlb_buffer_wrap(view, lib.DLB_BUFFER_READ_ONLY, release,
                                ffi.cast("void*", 77), buf) == 0
     legacy = ffi.new("DLManagedTensor**")
-    assert lib.dlb_export_legacy(buf[0], ffi.NULL, legacy) == lib.DLB_ERR_READ_ONLY
+    # The legacy struct cannot say READ_ONLY: a copy (no reference on the
+    # memory), refused when copying is forbidden.
+    never = ffi.new("dlb_export_options*")
+    lib.dlb_export_options_init(never)
+    never.copy = lib.DLB_COPY_NEVER
+    assert lib.dlb_export_legacy(buf[0], never, legacy) == lib.DLB_ERR_READ_ONLY
+    assert lib.dlb_export_legacy(buf[0], ffi.NULL, legacy) == 0
+    assert legacy[0].dl_tensor.data != memory
+    lib.dlb_managed_free_legacy(legacy[0])
     versioned = ffi.new("DLManagedTensorVersioned**")
     assert lib.dlb_export_versioned(buf[0], ffi.NULL, versioned) == 0
     assert versioned[0].flags & lib.DLPACK_FLAG_BITMASK_READ_ONLY

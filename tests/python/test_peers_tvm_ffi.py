@@ -64,10 +64,14 @@ def test_a_plain_tvm_ffi_tensor_goes_through_dlpack_versioned():
 
 def test_tvm_ffi_reads_dlbridges_exchange_table():
     # A read-only tensor: its legacy export (what tvm-ffi's from_dlpack calls
-    # when there is no table) is refused, so only the table can serve it.
+    # when there is no table) is a copy, at another address, so the shared
+    # address shows that the table served it.
     t = dlbridge.from_buffer(bytes(range(16)))
+    c = dlbridge.from_dlpack(t.__dlpack__())
+    assert c.copied and c.data_ptr != t.data_ptr
+    del c
     with pytest.raises(BufferError, match="DLB_ERR_READ_ONLY"):
-        t.__dlpack__()
+        t.__dlpack__(copy=False)
     r = tvm_ffi.from_dlpack(t)
     assert r.data_ptr() == t.data_ptr and tuple(r.shape) == (16,)
     assert np.from_dlpack(r).tolist() == list(range(16))

@@ -156,18 +156,45 @@ def test_deleted_tensor():
     t.delete()  # twice is harmless
 
 
-def test_read_only_legacy_export_refused_versioned_allowed():
-    t = dlbridge.from_buffer(b"\x01\x02\x03\x04")
+def test_read_only_legacy_export_is_a_copy_versioned_shares():
+    data = bytearray(b"\x01\x02\x03\x04")
+    t = dlbridge.from_buffer(bytes(data))
     assert t.readonly
-    with pytest.raises(BufferError, match="READ_ONLY"):
-        t.__dlpack__()
+    # The legacy struct cannot say READ_ONLY: with copy=None (and copy=True)
+    # the capsule holds a writable copy, which dlbridge knows on import.
+    for kwargs in ({}, {"copy": None}, {"copy": True}, {"max_version": (0, 8)}):
+        c = dlbridge.from_dlpack(t.__dlpack__(**kwargs))
+        assert c.copied and not c.readonly and c.data_ptr != t.data_ptr
+        a = np.from_dlpack(c)
+        assert a.tolist() == [1, 2, 3, 4]
+        assert dlbridge.live_exports() == 2  # the copy's export and numpy's
+        del a, c
+        assert dlbridge.live_exports() == 0
     if int(np.__version__.split(".")[0]) < 2:
-        with pytest.raises(BufferError):
-            np.from_dlpack(t)  # numpy 1.24 asks for a legacy capsule
+        a = np.from_dlpack(t)  # numpy 1.24 asks for a legacy capsule: a copy
+        assert a.ctypes.data != t.data_ptr and a.tolist() == [1, 2, 3, 4]
     else:
-        assert not np.from_dlpack(t).flags.writeable  # numpy 2: a versioned one
+        a = np.from_dlpack(t)  # numpy 2: a versioned one, shared
+        assert not a.flags.writeable and a.ctypes.data == t.data_ptr
+    del a
     v = dlbridge.from_dlpack(t)  # versioned: carries READ_ONLY
+    assert v.readonly and v.data_ptr == t.data_ptr and not v.copied
+    del v
+    assert dlbridge.live_exports() == 0
+
+
+def test_read_only_legacy_export_with_copy_false_is_refused():
+    t = dlbridge.from_buffer(b"\x01\x02\x03\x04")
+    with pytest.raises(BufferError, match=r"DLB_ERR_READ_ONLY: .*copy was forbidden .*copy=None in Python"):
+        t.__dlpack__(copy=False)
+    assert dlbridge.live_exports() == 0
+    cap = t.__dlpack__(max_version=(1, 0), copy=False)  # versioned: no copy needed
+    v = dlbridge.from_dlpack(cap)
     assert v.readonly and v.data_ptr == t.data_ptr
+    # A writable tensor's legacy export is shared as before.
+    w = dlbridge.from_buffer(bytearray(4))
+    u = dlbridge.from_dlpack(w.__dlpack__(copy=False))
+    assert u.data_ptr == w.data_ptr and not u.copied and not u.readonly
 
 
 def test_dlbridge_to_dlbridge_is_zero_copy_and_versioned():

@@ -336,9 +336,10 @@ TEST_F(Share, ReadOnlySharingMapsReadOnly) {
   });
   EXPECT_NE(rc, 0);
   EXPECT_EQ(data_of(b)[0], 1.0f);
-  // Its legacy export is refused as for any read-only buffer.
+  // Its legacy export without a copy is refused as for any read-only buffer.
   DLManagedTensor* legacy = nullptr;
-  EXPECT_EQ(dlb_export_legacy(o, nullptr, &legacy), DLB_ERR_READ_ONLY);
+  const dlb_export_options never = opts(DLB_COPY_NEVER);
+  EXPECT_EQ(dlb_export_legacy(o, &never, &legacy), DLB_ERR_READ_ONLY);
   // Shared on, it stays read-only.
   dlb_share_descriptor again = share_of(o);
   EXPECT_EQ(get_le(again.description + kFlags, 8), 1u);

@@ -155,11 +155,14 @@ fn deleted_buffer_is_refused_and_old_exports_stay_valid() {
 }
 
 #[test]
-fn read_only_legacy_export_is_refused_unless_allowed() {
+fn read_only_legacy_export_is_a_copy_refused_without_one() {
     let _g = common::serial();
     let ro = Buffer::wrap_boxed_slice_strided(vec![1u8, 2].into(), &[2], None, 0, ffi::DLB_BUFFER_READ_ONLY).unwrap();
-    let err = ro.export_legacy(&ExportOptions::new()).unwrap_err();
+    let err = ro.export_legacy(&ExportOptions::new().copy(dlbridge::CopyPolicy::Never)).unwrap_err();
     assert_eq!(err.status, Status::ReadOnly);
+    let copy = ro.export_legacy(&ExportOptions::new()).unwrap();
+    assert_eq!(live_exports(), 1);
+    drop(copy);
     let ok = ro.export_legacy(&ExportOptions::new().allow_read_only_legacy(true)).unwrap();
     drop(ok);
     let v = ro.export(&ExportOptions::new()).unwrap();
