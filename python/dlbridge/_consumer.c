@@ -26,6 +26,7 @@
  */
 #include "_glue.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,12 +127,48 @@ static int signature_takes_max_version(PyObject* method) {
 /* Calls                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The keywords {"max_version": (1, 3)} of the common call, one dict kept
+ * in the state: the limited API has no vectorcall with keyword names before
+ * 3.12, and a dict made for each call (its key decoded from a C string, the
+ * allocation the cyclic collector counts) costs more than the producer's
+ * own export. Checked before each use, since a callee that takes **kwargs
+ * as a C function gets this dict itself and could change it: anything but
+ * exactly that one item gets a fresh dict. A new reference, or NULL with
+ * an exception set. */
+static PyObject* max_version_kwargs(dlbpy_state* state) {
+  PyObject* kwargs = state->max_version_kwargs;
+  if (kwargs != NULL && PyDict_Size(kwargs) == 1 &&
+      PyDict_GetItem(kwargs, state->str_max_version) == state->max_version) {
+    Py_INCREF(kwargs);
+    return kwargs;
+  }
+  kwargs = PyDict_New();
+  if (kwargs == NULL || PyDict_SetItem(kwargs, state->str_max_version, state->max_version) != 0) {
+    Py_XDECREF(kwargs);
+    return NULL;
+  }
+  PyObject* old = state->max_version_kwargs;
+  state->max_version_kwargs = kwargs;
+  Py_XDECREF(old);
+  Py_INCREF(kwargs);
+  return kwargs;
+}
+
 /* __dlpack__(max_version=..., [dl_device=...], [copy=...], [stream=...]). */
-static PyObject* call_modern(const dlbpy_state* state, PyObject* method, const long long* device,
+static PyObject* call_modern(dlbpy_state* state, PyObject* method, const long long* device,
                              PyObject* copy, PyObject* stream) {
+  if (device == NULL && copy == NULL && stream == NULL) {
+    PyObject* kwargs = max_version_kwargs(state);
+    if (kwargs == NULL) return NULL;
+    PyObject* empty = PyTuple_New(0);
+    PyObject* capsule = empty != NULL ? PyObject_Call(method, empty, kwargs) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(kwargs);
+    return capsule;
+  }
   PyObject* kwargs = PyDict_New();
   if (kwargs == NULL) return NULL;
-  int bad = PyDict_SetItemString(kwargs, "max_version", state->max_version);
+  int bad = PyDict_SetItem(kwargs, state->str_max_version, state->max_version);
   if (!bad && device != NULL) {
     PyObject* pair = Py_BuildValue("(LL)", device[0], device[1]);
     bad = pair == NULL || PyDict_SetItemString(kwargs, "dl_device", pair) != 0;
@@ -144,6 +181,28 @@ static PyObject* call_modern(const dlbpy_state* state, PyObject* method, const l
   Py_XDECREF(empty);
   Py_DECREF(kwargs);
   return capsule;
+}
+
+/* PyObject_VectorcallMethod: a method call without a bound method object
+ * or a keyword dict. In the limited API from 3.12; CPython 3.9 to 3.11
+ * export the same function with the same signature, outside the limited
+ * API, so it is looked up in the running interpreter once. NULL where it
+ * cannot be found: the calls then go through a bound method and a dict. */
+typedef PyObject* (*vectorcall_method_fn)(PyObject* name, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+
+static vectorcall_method_fn vectorcall_method(void) {
+  static int looked = 0;
+  static vectorcall_method_fn fn = NULL;
+  if (!looked) {
+    looked = 1; /* under the GIL */
+#if defined(Py_LIMITED_API) && Py_LIMITED_API + 0 >= 0x030C0000
+    fn = PyObject_VectorcallMethod;
+#else
+    void* symbol = dlsym(RTLD_DEFAULT, "PyObject_VectorcallMethod");
+    memcpy(&fn, &symbol, sizeof fn);
+#endif
+  }
+  return fn;
 }
 
 /* __dlpack__() or __dlpack__(stream=...). */
@@ -250,8 +309,30 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     int handled = 0;
     PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, NULL, DLB_COPY_IF_NEEDED, &handled);
     if (handled) return tensor;
+    const int known = remembered(state, producer);
+    /* The hot path of a 1.x producer: obj.__dlpack__(max_version=(1, 3))
+     * as one vectorcall. */
+    vectorcall_method_fn call = known == kModern ? vectorcall_method() : NULL;
+    if (call != NULL) {
+      PyObject* argv[2] = {obj, state->max_version};
+      PyObject* capsule = call(state->str_dlpack, argv, 1, state->max_version_names);
+      if (capsule != NULL) return take(state, obj, NULL, capsule, 1, 1, NULL, DLB_COPY_IF_NEEDED);
+      /* Refused: the cure wants the method. */
+      PyObject *type, *value, *trace;
+      PyErr_Fetch(&type, &value, &trace);
+      PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+      if (method == NULL) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, trace);
+        return NULL;
+      }
+      PyErr_Restore(type, value, trace);
+      PyObject* result = take(state, obj, method, NULL, 1, 1, NULL, DLB_COPY_IF_NEEDED);
+      Py_DECREF(method);
+      return result;
+    }
     /* The hot path: a producer known to speak only the legacy protocol. */
-    if (remembered(state, producer) == kLegacy) {
+    if (known == kLegacy) {
       PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
       if (method == NULL) return NULL;
       PyObject* result = take(state, obj, method, PyObject_CallObject(method, NULL), 0, 1, NULL, DLB_COPY_IF_NEEDED);
@@ -282,11 +363,13 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     if (handled) return tensor;
   }
 
-  PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+  /* A capsule straight from a to_dlpack() (asked first: looking for its
+   * __dlpack__ would raise and clear an AttributeError). */
+  PyObject* method = PyCapsule_CheckExact(obj) ? NULL : PyObject_GetAttr(obj, state->str_dlpack);
   if (method == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     PyErr_Clear();
-    if (PyCapsule_CheckExact(obj)) { /* a capsule straight from a to_dlpack() */
+    if (PyCapsule_CheckExact(obj)) {
       if (stream != NULL) {
         PyErr_SetString(PyExc_ValueError,
                         "stream= is for a producer's __dlpack__; a capsule is made already");

@@ -42,6 +42,9 @@ typedef struct dlbpy_state {
   PyObject* protocol_of;       /* dict: producer type -> True (legacy) / False (1.x) */
   PyObject* str_dlpack;        /* "__dlpack__" */
   PyObject* max_version;       /* (DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR) */
+  PyObject* str_max_version;   /* "max_version", interned */
+  PyObject* max_version_kwargs; /* {"max_version": max_version}, reused by calls (never changed by us) */
+  PyObject* max_version_names; /* ("max_version",), keyword names of a vectorcall */
   dlbpy_exchange_cache cache;  /* exchange tables of producer types */
 } dlbpy_state;
 

@@ -302,6 +302,7 @@ static int glue_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(state->exchange_capsule);
   Py_VISIT(state->error_type);
   Py_VISIT(state->protocol_of);
+  Py_VISIT(state->max_version_kwargs);
   return dlbpy_exchange_cache_traverse(&state->cache, visit, arg);
 }
 
@@ -315,6 +316,9 @@ static int glue_clear(PyObject* module) {
   Py_CLEAR(state->protocol_of);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->max_version);
+  Py_CLEAR(state->str_max_version);
+  Py_CLEAR(state->max_version_kwargs);
+  Py_CLEAR(state->max_version_names);
   dlbpy_exchange_cache_clear(&state->cache);
   return 0;
 }
@@ -394,9 +398,11 @@ PyMODINIT_FUNC PyInit__glue(void) {
   state->protocol_of = PyDict_New();
   state->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   state->max_version = Py_BuildValue("(ii)", DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR);
+  state->str_max_version = PyUnicode_InternFromString("max_version");
+  state->max_version_names = state->str_max_version != NULL ? PyTuple_Pack(1, state->str_max_version) : NULL;
   const DLPackVersion written = dlb_dlpack_version();
   if (state->tensor_type == NULL || state->protocol_of == NULL || state->str_dlpack == NULL ||
-      state->max_version == NULL || dlbpy_exchange_cache_init(&state->cache) != 0 ||
+      state->max_version == NULL || state->str_max_version == NULL || state->max_version_names == NULL || dlbpy_exchange_cache_init(&state->cache) != 0 ||
       register_exit_flag(module) != 0 ||
       PyModule_AddObject(module, "Tensor", (PyObject*)state->tensor_type) != 0) {
     Py_DECREF(module);

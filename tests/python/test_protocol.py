@@ -446,3 +446,51 @@ def test_data_ptr_of_a_zero_size_tensor_is_its_address():
     if np is not None:
         a = np.from_dlpack(t)
         assert a.shape == (0, 3) and a.ctypes.data == t.data_ptr
+
+
+def test_known_1x_producer_is_called_once_per_import_and_cured_when_it_refuses():
+    # After the first call a 1.x producer type is known, and from_dlpack
+    # calls its __dlpack__ once per import with max_version alone; a refusal
+    # on that path still reaches the host-copy cure.
+    class Producer:
+        shape = (4,)
+        dtype = "int32"
+
+        def __init__(self, t):
+            self.t = t
+            self.calls = []
+            self.refuse = False
+
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            self.calls.append((stream, max_version, dl_device, copy))
+            if self.refuse and copy is not True:
+                raise BufferError("cannot export now")
+            return self.t.__dlpack__(max_version=max_version, dl_device=dl_device, copy=copy)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    t = dlbridge.empty((4,), "int32")
+    p = Producer(t)
+    for i in range(3):
+        u = dlbridge.from_dlpack(p)
+        assert u.data_ptr == t.data_ptr and not u.copied
+        assert len(p.calls) == i + 1 and p.calls[-1] == (None, (1, 3), None, None)
+        del u
+    p.refuse = True
+    c = dlbridge.from_dlpack(p)
+    assert c.copied and c.data_ptr != t.data_ptr
+    assert p.calls[3] == (None, (1, 3), None, None) and p.calls[4][3] is True
+    del c
+    with pytest.raises(BufferError, match="cannot export now"):
+        dlbridge.from_dlpack(p, copy=False)
+    gc.collect()
+    assert dlbridge.live_exports() == 0
+
+
+def test_a_bare_capsule_is_taken_without_looking_for_dlpack():
+    t = dlbridge.empty((3,), "float32")
+    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert u.data_ptr == t.data_ptr
+    with pytest.raises(ValueError, match="capsule is made already"):
+        dlbridge.from_dlpack(t.__dlpack__(), stream=1)
