@@ -232,6 +232,19 @@ def test_numpy_views_and_read_only_memory():
     assert report.finding("legacy.read_only").status == "pass"
 
 
+def test_a_legacy_copy_of_read_only_memory_conforms():
+    # dlbridge hands read-only memory to a legacy consumer as a copy (copy=None
+    # allows it): neither zero-copy nor read-only is broken by that.
+    t = dlbridge.from_buffer(bytes(range(16)))
+    report = dlbridge.check(t)
+    assert report.finding("legacy.capsule").status == "pass"
+    assert report.finding("legacy.zero_copy").status == "pass"
+    assert "a copy" in report.finding("legacy.zero_copy").detail
+    assert report.finding("legacy.read_only").status == "pass"
+    assert "the legacy export is a copy" in report.finding("legacy.read_only").detail
+    assert report.ok
+
+
 def test_torch_ignores_the_stream_and_refuses_bool_with_the_wrong_type():
     torch = pytest.importorskip("torch")
     report = dlbridge.check(torch.arange(6.0).reshape(2, 3).t())

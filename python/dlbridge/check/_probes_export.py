@@ -83,7 +83,8 @@ def probe_device(s: Subject) -> List[Finding]:
             "dlpack.h, DLTensor: element i is at data + byte_offset + sum(index * stride) * itemsize",
         ),
         "legacy.read_only": (
-            "read-only memory is not exported through the legacy struct, which cannot mark it",
+            "read-only memory is not shared through the legacy struct, which cannot mark it (the "
+            "export is refused, or a copy)",
             "dlpack.h 1.0, DLPACK_FLAG_BITMASK_READ_ONLY: only DLManagedTensorVersioned can say "
             "a tensor is read only; a legacy consumer may write to what it gets",
         ),
@@ -141,6 +142,9 @@ def probe_legacy(s: Subject) -> List[Finding]:
             out.append(finding("legacy.zero_copy", SKIP, why))
         elif same:
             out.append(finding("legacy.zero_copy", PASS, "same address as %s" % own["address_from"]))
+        elif own["readonly"]:
+            out.append(finding("legacy.zero_copy", PASS, "read-only memory (%s): a copy, since the legacy "
+                               "struct cannot mark the memory read-only" % own["readonly_from"]))
         else:
             out.append(finding("legacy.zero_copy", FAIL, "the data is at " + _offset_text(summary, own)))
 
@@ -149,6 +153,9 @@ def probe_legacy(s: Subject) -> List[Finding]:
         if own["readonly"] is None:
             out.append(finding("legacy.read_only", SKIP, "the object exposes no read-only state "
                                "(buffer protocol, __array_interface__ or readonly attribute)"))
+        elif own["readonly"] and same is False:
+            out.append(finding("legacy.read_only", PASS, "read-only memory (%s): the legacy export is a "
+                               "copy, the consumer's own" % own["readonly_from"]))
         elif own["readonly"]:
             out.append(finding("legacy.read_only", FAIL, "read-only memory (%s) was exported as a "
                                "legacy tensor, which consumers take as writable" % own["readonly_from"]))
