@@ -14,39 +14,18 @@ import ctypes
 import os
 
 from . import _glue
+from ._ctypes_decls import (DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned,
+                            DLPackVersion, DLTensor)
 
-__all__ = ["path", "DLDevice", "DLDataType", "DLTensor", "DLPackVersion", "ExportOptions",
-           "ImportOptions"]
+__all__ = ["path", "DLDevice", "DLDataType", "DLTensor", "DLPackVersion", "DLManagedTensor",
+           "DLManagedTensorVersioned", "ExportOptions", "ImportOptions"]
 
 path: str = os.path.normpath(_glue.library_path())
 
 # ----------------------------------------------------------------------------
-# DLPack and dlbridge structs (x86-64 / LP64 layouts, checked by the tests)
+# DLPack structs (declared once, in _ctypes_decls) and dlbridge's own
+# (x86-64 / LP64 layouts, checked by the tests)
 # ----------------------------------------------------------------------------
-
-
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class ExportOptions(ctypes.Structure):

@@ -2,7 +2,8 @@
 # Stage: the API reference builds with every public symbol documented, and
 # the runnable example at the top of each language guide works: the first
 # ```c block of docs/c.md and of README.md, ```python of docs/python.md, ```rust of
-# docs/rust.md are extracted, built against <build-dir> and run.
+# docs/rust.md are extracted, built against <build-dir> and run; and
+# docs/layout.md names every tracked source file (scripts/check-layout-doc).
 #
 #   bash scripts/test.d/65-docs.sh <build-dir>
 set -euo pipefail
@@ -27,6 +28,9 @@ first_block() {
     inside { print }
     END { exit found ? 0 : 1 }' "$1"
 }
+
+step "docs/layout.md names every source file (scripts/check-layout-doc)"
+bash scripts/check-layout-doc || fail "docs/layout.md does not name every tracked source file"
 
 step "API reference (scripts/docs --check)"
 bash scripts/docs --check --output "$tmp/api" || fail "the API reference has undocumented symbols or doxygen warnings"

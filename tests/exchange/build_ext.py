@@ -11,10 +11,13 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# name -> (source, extra include directories), relative to the repository.
+# name -> (source or list of sources, extra include directories), relative
+# to the repository. A module is rebuilt when any of its sources, or a
+# header beside its first source, is newer than it.
 EXTENSIONS = {
     # The independent producer: its own DLPack 1.3 declarations, no dlbridge.
-    "xproducer": ("tests/exchange/xproducer.c", ["tests/header/dlpack13"]),
+    "xproducer": (["tests/exchange/xproducer.c", "tests/exchange/xproducer_table.c",
+                   "tests/exchange/xproducer_tensor.c"], ["tests/header/dlpack13"]),
     # The example for C extension authors: dlbridge.h for the declarations.
     "exchange_consumer": ("examples/exchange_consumer.c", ["include"]),
     # The benchmark's C loops.
@@ -24,16 +27,20 @@ EXTENSIONS = {
 
 def build(name, outdir):
     """Compiles extension `name` into `outdir` (skipped when up to date)."""
-    source, includes = EXTENSIONS[name]
-    source = os.path.join(ROOT, source)
+    sources, includes = EXTENSIONS[name]
+    if isinstance(sources, str):
+        sources = [sources]
+    sources = [os.path.join(ROOT, s) for s in sources]
+    here = os.path.dirname(sources[0])
+    inputs = sources + [os.path.join(here, f) for f in os.listdir(here) if f.endswith(".h")]
     target = os.path.join(outdir, name + sysconfig.get_config_var("EXT_SUFFIX"))
-    if os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source):
+    if os.path.exists(target) and os.path.getmtime(target) >= max(os.path.getmtime(f) for f in inputs):
         return target
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     cmd = cc + ["-shared", "-fPIC", "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror",
                 "-I" + sysconfig.get_paths()["include"]]
     cmd += ["-I" + os.path.join(ROOT, d) for d in includes]
-    cmd += [source, "-o", target]
+    cmd += sources + ["-o", target]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError("building %s failed:\n%s\n%s" % (name, " ".join(cmd), result.stderr))

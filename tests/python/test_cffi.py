@@ -266,6 +266,8 @@ def test_ctypes_declarations_agree_with_the_cdef(ffi_lib):
     ffi, lib = ffi_lib
     for cls, name in [(_lib.DLDevice, "DLDevice"), (_lib.DLDataType, "DLDataType"),
                       (_lib.DLTensor, "DLTensor"), (_lib.DLPackVersion, "DLPackVersion"),
+                      (_lib.DLManagedTensor, "DLManagedTensor"),
+                      (_lib.DLManagedTensorVersioned, "DLManagedTensorVersioned"),
                       (_lib.ExportOptions, "dlb_export_options"),
                       (_lib.ImportOptions, "dlb_import_options")]:
         assert ctypes.sizeof(cls) == ffi.sizeof(name), name

@@ -15,6 +15,8 @@ import ctypes
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .._ctypes_decls import DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLTensor
+
 _vp = ctypes.c_void_p
 
 # Capsule names of the Python protocol (array API standard, "DLPack").
@@ -126,28 +128,14 @@ def native() -> "_Native":
         if _native is None:
             from .. import _lib
 
-            _native = _Native(_lib.path, _lib.DLTensor, _lib.DLDataType)
+            _native = _Native(_lib.path)
         return _native
 
 
 class _Native:
-    def __init__(self, path: str, dltensor: Any, dldatatype: Any) -> None:
-        self.DLTensor = dltensor
-        self.DLDataType = dldatatype
-
-        class DLManagedTensor(ctypes.Structure):
-            _fields_ = [("dl_tensor", dltensor), ("manager_ctx", _vp), ("deleter", _vp)]
-
-        class DLManagedTensorVersioned(ctypes.Structure):
-            _fields_ = [
-                ("major", ctypes.c_uint32),
-                ("minor", ctypes.c_uint32),
-                ("manager_ctx", _vp),
-                ("deleter", _vp),
-                ("flags", ctypes.c_uint64),
-                ("dl_tensor", dltensor),
-            ]
-
+    def __init__(self, path: str) -> None:
+        self.DLTensor = DLTensor
+        self.DLDataType = DLDataType
         # Offsets the checker writes through (deleter interposition) or
         # reads from (the tensor of a known major), from the declarations.
         self.legacy_deleter_offset: int = DLManagedTensor.deleter.offset
@@ -168,7 +156,7 @@ class _Native:
         self.status_name = declare("dlb_status_name", ctypes.c_char_p, [ctypes.c_int32])
         self.last_message = declare("dlb_last_error_message", ctypes.c_char_p, [])
         self.dtype_name = declare(
-            "dlb_dtype_name", ctypes.c_int32, [dldatatype, ctypes.c_char_p, ctypes.c_size_t]
+            "dlb_dtype_name", ctypes.c_int32, [DLDataType, ctypes.c_char_p, ctypes.c_size_t]
         )
         self.copy_to_contiguous = declare(
             "dlb_copy_to_contiguous", ctypes.c_int32, [_vp, _vp, ctypes.c_uint64]
@@ -267,10 +255,10 @@ class Export:
         if self.name == VERSIONED:
             self.versioned = True
             mv = n.DLManagedTensorVersioned.from_address(self.managed)
-            self.version = (mv.major, mv.minor)
+            self.version = (mv.version.major, mv.version.minor)
             self.deleter = mv.deleter or 0
             self.flags = mv.flags
-            if mv.major == 1:  # beyond `flags`, only a known major is readable
+            if mv.version.major == 1:  # beyond `flags`, only a known major is readable
                 self.tensor = self.managed + n.versioned_tensor_offset
         else:
             ml = n.DLManagedTensor.from_address(self.managed)
