@@ -153,8 +153,9 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  *
  * A CUDA IPC description (DLB_SHARE_KIND_CUDA_IPC) is opened with the
  * driver in the library's CUDA backend of its device: cuIpcOpenMemHandle()
- * (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), whose allocation must have the size
- * the description declares (cuMemGetAddressRange()), then the event handle,
+ * (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), whose allocation must be at least
+ * the size the description declares (cuMemGetAddressRange() of the opened
+ * address), then the event handle,
  * on which the legacy default stream is made to wait. The result is a CUDA
  * buffer (dlb_cuda_buffer_stream() 1) whose release calls
  * cuIpcCloseMemHandle() once. CUDA refuses to open a handle in the process
@@ -185,7 +186,7 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  *         For CUDA IPC: DLB_ERR_INVALID_ARGUMENT (fd not -1; the handle
  *         was made in this process); DLB_ERR_UNSUPPORTED_DEVICE (no CUDA
  *         driver, built without CUDA, no such device); DLB_ERR_MALFORMED
- *         (the opened allocation's size is not the declared one);
+ *         (the opened allocation is smaller than declared);
  *         DLB_ERR_BACKEND (the driver refused the handles, e.g. of memory
  *         already freed: the message names the call and its error).
  * Thread-safe.
