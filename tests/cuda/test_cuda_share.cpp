@@ -113,15 +113,18 @@ int consume(int sock) {
 // fresh exec of this program with a real one); returns its exit status.
 template <class F>
 int run_child(int sock, F child) {
+  const bool fake = drv().fake_cuda_fail != nullptr;
+  // Set before fork: a forked child of a threaded process should only exec.
+  char fd_text[16];
+  std::snprintf(fd_text, sizeof fd_text, "%d", sock);
+  if (!fake) setenv("DLB_TEST_SHARE_SOCKET", fd_text, 1);
   const pid_t pid = fork();
   if (pid == 0) {
-    if (drv().fake_cuda_fail != nullptr) _exit(child(sock));
-    char fd_text[16];
-    std::snprintf(fd_text, sizeof fd_text, "%d", sock);
-    setenv("DLB_TEST_SHARE_SOCKET", fd_text, 1);
+    if (fake) _exit(child(sock));
     execl("/proc/self/exe", "test_cuda", "--gtest_filter=CudaShareConsumer.FromSocket", static_cast<char*>(nullptr));
     _exit(127);
   }
+  if (!fake) unsetenv("DLB_TEST_SHARE_SOCKET");
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
