@@ -26,6 +26,12 @@ round, as a consumer of a new tensor would.
 
 The machine's load is printed (uptime) before and after: other processes
 share its cores.
+
+--breakdown instead times the worker's side at 128 MiB step by step, for
+dlbridge over a socket and for SharedMemory: receiving (or attaching), the
+DLPack import, a first sum (which faults the freshly mapped pages in), a
+second sum over the same mapping (pages already mapped), and the release
+(unmapping), in milliseconds, one line per round.
 """
 
 import argparse
@@ -139,10 +145,65 @@ def bench_socket(payloads, rounds):
     return results
 
 
+def breakdown(rounds):
+    from multiprocessing import shared_memory
+
+    n = (128 << 20) // 4
+    a = np.random.default_rng(0).random(n, dtype=np.float32)
+    t = dlbridge.share(a)
+    blk = shared_memory.SharedMemory(create=True, size=a.nbytes)
+    np.ndarray(a.shape, dtype=np.float32, buffer=blk.buf)[:] = a
+    x, y = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        x.close()
+        try:
+            print("ms per step  dlbridge: recv import sum1 sum2 release | SharedMemory: attach sum1 sum2 close")
+            for _ in range(rounds):
+                c = [time.perf_counter()]
+                u = dlbridge.share_recv(y)
+                c.append(time.perf_counter())
+                v = np.from_dlpack(u)
+                c.append(time.perf_counter())
+                v.sum()
+                c.append(time.perf_counter())
+                v.sum()
+                c.append(time.perf_counter())
+                del v, u
+                c.append(time.perf_counter())
+                b = shared_memory.SharedMemory(name=blk.name)
+                w = np.ndarray((n,), dtype=np.float32, buffer=b.buf)
+                c.append(time.perf_counter())
+                w.sum()
+                c.append(time.perf_counter())
+                w.sum()
+                c.append(time.perf_counter())
+                del w
+                b.close()
+                c.append(time.perf_counter())
+                d = [1e3 * (c[i + 1] - c[i]) for i in range(len(c) - 1)]
+                print("dlbridge %6.2f %6.3f %6.1f %6.1f %6.2f | shm %6.2f %6.1f %6.1f %6.2f" % tuple(d), flush=True)
+                y.sendall(b"k")
+        finally:
+            os._exit(0)
+    y.close()
+    for _ in range(rounds):
+        dlbridge.share_send(x, t)
+        x.recv(1)
+    os.waitpid(pid, 0)
+    blk.close()
+    blk.unlink()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=50, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
+    ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
     args = ap.parse_args()
+    if args.breakdown:
+        print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+        breakdown(max(3, args.rounds // 5))
+        return
     rounds = {"4 KiB": args.rounds, "1 MiB": args.rounds, "128 MiB": max(3, args.rounds // 5)}
     print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     from multiprocessing import shared_memory

@@ -2,7 +2,11 @@
 // real memory files. The first byte picks the file (sealed, 8 KiB; sealed,
 // one page; unsealed) and whether the harness rewrites the checksum so that
 // the input reaches the checks behind it; the rest is the description (or,
-// with bit 0x40, edits applied to a valid description of a random layout).
+// with bit 0x40, edits applied to a valid description of a random layout,
+// of the CUDA IPC kind with bit 0x08: its two handles come from the input).
+// Bit 0x10 passes fd -1, as a CUDA IPC description wants; there is no CUDA
+// driver here, so such a description that passes every check is refused
+// with DLB_ERR_UNSUPPORTED_DEVICE when the driver is asked for.
 //
 // When the library accepts a description, every byte the buffer's layout
 // reaches (computed here, independently) must lie inside the mapping: the
@@ -47,8 +51,9 @@ void reseal(unsigned char* p, std::size_t n) {
   put(p + 12, h, 4);
 }
 
-// A valid description of a random small layout over an 8 KiB file.
-std::size_t valid_description(fuzz::Reader& r, unsigned char* out) {
+// A valid description of a random small layout over an 8 KiB file (or a
+// CUDA allocation of 8 KiB).
+std::size_t valid_description(fuzz::Reader& r, unsigned char* out, bool cuda) {
   const std::int32_t ndim = r.u8() % 5;
   std::int64_t shape[4];
   std::int64_t strides[4];
@@ -58,14 +63,16 @@ std::size_t valid_description(fuzz::Reader& r, unsigned char* out) {
     strides[i] = step;
     step *= shape[i];
   }
-  const std::size_t size = DLB_SHARE_DESCRIPTION_HEADER + 16 * static_cast<std::size_t>(ndim);
+  const std::size_t size =
+      DLB_SHARE_DESCRIPTION_HEADER + 16 * static_cast<std::size_t>(ndim) + (cuda ? DLB_SHARE_CUDA_HANDLES : 0);
   std::memset(out, 0, size);
   std::memcpy(out, "DLBS", 4);
   put(out + 4, 1, 2);
   put(out + 8, size, 4);
   put(out + 24, 8192, 8);
   put(out + 32, 64 * (r.u8() % 8), 8);
-  put(out + 40, kDLCPU, 4);
+  put(out + 17, cuda ? DLB_SHARE_KIND_CUDA_IPC : DLB_SHARE_KIND_HOST, 1);
+  put(out + 40, cuda ? kDLCUDA : kDLCPU, 4);
   out[48] = kDLFloat;
   out[49] = 32;
   put(out + 50, 1, 2);
@@ -74,6 +81,8 @@ std::size_t valid_description(fuzz::Reader& r, unsigned char* out) {
     put(out + DLB_SHARE_DESCRIPTION_HEADER + 8 * i, static_cast<std::uint64_t>(shape[i]), 8);
     put(out + DLB_SHARE_DESCRIPTION_HEADER + 8 * (ndim + i), static_cast<std::uint64_t>(strides[i]), 8);
   }
+  if (cuda)
+    for (std::size_t i = size - DLB_SHARE_CUDA_HANDLES; i < size; ++i) out[i] = r.u8();
   return size;
 }
 
@@ -108,11 +117,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::int64_t mappings_at_start = dlb_shared_mappings();
   fuzz::Reader r(data, size);
   const uint8_t ctl = r.u8();
-  const int fd = (ctl & 3) == 0 ? files.page : (ctl & 3) == 3 ? files.unsealed : files.big;
+  const int fd = (ctl & 0x10) != 0 ? -1 : (ctl & 3) == 0 ? files.page : (ctl & 3) == 3 ? files.unsealed : files.big;
   unsigned char desc[DLB_SHARE_DESCRIPTION_MAX + 64];
   std::size_t n = 0;
   if ((ctl & 0x40) != 0) {
-    n = valid_description(r, desc);
+    n = valid_description(r, desc, (ctl & 0x08) != 0);
     // Edits: (position, value) pairs, then maybe a new length.
     const int edits = r.u8() % 8;
     for (int i = 0; i < edits; ++i) {
@@ -137,6 +146,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(fd != files.unsealed, "an unsealed file was mapped");
+  FUZZ_CHECK(fd != -1, "a description without a file was opened (there is no CUDA driver here)");
   FUZZ_CHECK(dlb_shared_mappings() == mappings_at_start + 1, "no mapping counted");
   DLTensor t;
   FUZZ_CHECK(dlb_buffer_dltensor(b, &t) == DLB_OK, "dltensor of an opened buffer failed");

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "buffer.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
@@ -215,6 +216,7 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
   const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  if (cuda_ipc_shareable(buffer)) return cuda_ipc_share(buffer, read_only, out);
   if (device_type_of(t.device) == kDLCPU && t.data != nullptr) {
     std::uintptr_t lo = 0;
     std::uintptr_t hi = 0;
@@ -270,9 +272,17 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "flags has bits 0x%" PRIx64 " that dlb_buffer_open_shared does not take",
                      flags & ~DLB_SHARE_READ_ONLY);
-  if (fd < 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
+  const bool cuda_kind =
+      declared_kind(static_cast<const unsigned char*>(description), size) == DLB_SHARE_KIND_CUDA_IPC;
+  if (fd < 0 && !cuda_kind) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
   Description d;
   DLB_TRY(parse_description(description, size, &d));
+  if (d.kind == DLB_SHARE_KIND_CUDA_IPC) {
+    if (fd != -1)
+      return set_error(DLB_ERR_INVALID_ARGUMENT,
+                       "fd is %" PRId32 " but a CUDA IPC description names its memory by handle (fd must be -1)", fd);
+    return cuda_ipc_open(d, (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0, out);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 ": fstat failed: %s", fd, std::strerror(errno));

@@ -36,15 +36,19 @@ std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept {
 
 }  // namespace
 
-std::size_t write_description(const DLTensor& t, std::uint64_t file_size, std::uint64_t flags,
-                              unsigned char* out) noexcept {
+namespace {
+
+std::size_t write_any(const DLTensor& t, std::uint32_t kind, std::uint64_t file_size, std::uint64_t flags,
+                      const unsigned char* mem_handle, const unsigned char* event_handle,
+                      unsigned char* out) noexcept {
   const std::size_t ndim = static_cast<std::size_t>(t.ndim);
-  const std::size_t size = kDescHeader + 16 * ndim;
+  const std::size_t tail = kind == DLB_SHARE_KIND_CUDA_IPC ? 2 * kIpcHandle : 0;
+  const std::size_t size = kDescHeader + 16 * ndim + tail;
   std::memset(out, 0, size);
   std::memcpy(out, kMagic, 4);
   put(out + 4, DLB_SHARE_DESCRIPTION_VERSION, 2);
   put(out + 8, size, 4);
-  put(out + 16, flags, 8);
+  put(out + 16, flags | (static_cast<std::uint64_t>(kind) << kKindShift), 8);
   put(out + 24, file_size, 8);
   put(out + 32, t.byte_offset, 8);
   put(out + 40, static_cast<std::uint32_t>(device_type_of(t.device)), 4);
@@ -57,8 +61,30 @@ std::size_t write_description(const DLTensor& t, std::uint64_t file_size, std::u
     put(out + kDescHeader + 8 * i, static_cast<std::uint64_t>(t.shape[i]), 8);
     put(out + kDescHeader + 8 * (ndim + i), static_cast<std::uint64_t>(t.strides[i]), 8);
   }
+  if (tail != 0) {
+    std::memcpy(out + kDescHeader + 16 * ndim, mem_handle, kIpcHandle);
+    std::memcpy(out + kDescHeader + 16 * ndim + kIpcHandle, event_handle, kIpcHandle);
+  }
   put(out + 12, checksum(out, size), 4);
   return size;
+}
+
+}  // namespace
+
+std::size_t write_description(const DLTensor& t, std::uint64_t file_size, std::uint64_t flags,
+                              unsigned char* out) noexcept {
+  return write_any(t, DLB_SHARE_KIND_HOST, file_size, flags, nullptr, nullptr, out);
+}
+
+std::size_t write_cuda_description(const DLTensor& t, std::uint64_t alloc_size, std::uint64_t flags,
+                                   const unsigned char* mem_handle, const unsigned char* event_handle,
+                                   unsigned char* out) noexcept {
+  return write_any(t, DLB_SHARE_KIND_CUDA_IPC, alloc_size, flags, mem_handle, event_handle, out);
+}
+
+std::uint32_t declared_kind(const unsigned char* bytes, std::size_t size) noexcept {
+  if (size < 24) return DLB_SHARE_KIND_HOST;
+  return static_cast<std::uint32_t>((get(bytes + 16, 8) & kKindMask) >> kKindShift);
 }
 
 std::uint32_t declared_size(const unsigned char* prefix) noexcept {
@@ -96,17 +122,30 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   if (get(p + 6, 2) != 0)
     return set_error(DLB_ERR_MALFORMED, "the share description's reserved field is %" PRIu64 ", not 0", get(p + 6, 2));
   Description d;
-  d.flags = get(p + 16, 8);
+  const std::uint64_t raw_flags = get(p + 16, 8);
+  d.flags = raw_flags & ~kKindMask;
   if ((d.flags & ~kDescReadOnly) != 0)
     return set_error(DLB_ERR_MALFORMED, "the share description has unknown flag bits 0x%" PRIx64,
                      d.flags & ~kDescReadOnly);
+  d.kind = static_cast<std::uint32_t>((raw_flags & kKindMask) >> kKindShift);
+  if (d.kind != DLB_SHARE_KIND_HOST && d.kind != DLB_SHARE_KIND_CUDA_IPC)
+    return set_error(DLB_ERR_MALFORMED,
+                     "the share description is of kind %" PRIu32 "; this library knows kinds %d (a host memory "
+                     "file) and %d (CUDA IPC)",
+                     d.kind, DLB_SHARE_KIND_HOST, DLB_SHARE_KIND_CUDA_IPC);
+  const bool cuda = d.kind == DLB_SHARE_KIND_CUDA_IPC;
   d.file_size = get(p + 24, 8);
   d.byte_offset = get(p + 32, 8);
   const std::int32_t device_type = static_cast<std::int32_t>(get(p + 40, 4));
   const std::int32_t device_id = static_cast<std::int32_t>(get(p + 44, 4));
-  if (device_type != kDLCPU || device_id != 0)
+  if (!cuda && (device_type != kDLCPU || device_id != 0))
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "the share description is for device %" PRId32 ":%" PRId32
                      "; shared memory is host memory (%d:0)", device_type, device_id, static_cast<int>(kDLCPU));
+  if (cuda && (device_type != kDLCUDA || device_id < 0))
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "the CUDA IPC share description is for device %" PRId32 ":%" PRId32
+                     "; CUDA IPC shares CUDA device memory (%d:N)", device_type, device_id,
+                     static_cast<int>(kDLCUDA));
+  d.device = DLDevice{static_cast<DLDeviceType>(cuda ? kDLCUDA : kDLCPU), cuda ? device_id : 0};
   d.dtype.code = p[48];
   d.dtype.bits = p[49];
   d.dtype.lanes = static_cast<std::uint16_t>(get(p + 50, 2));
@@ -114,16 +153,21 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   if (d.ndim < 0 || d.ndim > DLB_MAX_NDIM)
     return set_error(DLB_ERR_MALFORMED, "the share description's ndim is %" PRId32 " (0 to %d)", d.ndim, DLB_MAX_NDIM);
   const std::size_t ndim = static_cast<std::size_t>(d.ndim);
-  if (size != kDescHeader + 16 * ndim)
-    return set_error(DLB_ERR_MALFORMED, "the share description has %zu bytes; ndim %" PRId32 " needs %zu", size,
-                     d.ndim, kDescHeader + 16 * ndim);
+  const std::size_t tail = cuda ? 2 * kIpcHandle : 0;
+  if (size != kDescHeader + 16 * ndim + tail)
+    return set_error(DLB_ERR_MALFORMED, "the %s share description has %zu bytes; ndim %" PRId32 " needs %zu",
+                     cuda ? "CUDA IPC" : "host", size, d.ndim, kDescHeader + 16 * ndim + tail);
+  if (cuda) {
+    std::memcpy(d.mem_handle, p + kDescHeader + 16 * ndim, kIpcHandle);
+    std::memcpy(d.event_handle, p + kDescHeader + 16 * ndim + kIpcHandle, kIpcHandle);
+  }
   for (std::size_t i = 0; i < ndim; ++i) {
     d.shape[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * i, 8));
     d.strides[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * (ndim + i), 8));
   }
   DLTensor t;
   std::memset(&t, 0, sizeof t);
-  t.device = DLDevice{kDLCPU, 0};
+  t.device = d.device;
   t.dtype = d.dtype;
   t.ndim = d.ndim;
   t.shape = d.shape;

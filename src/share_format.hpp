@@ -1,20 +1,29 @@
 // The description of a shared buffer (version 1): fixed-width
-// little-endian fields, then shape and strides.
+// little-endian fields, then shape and strides, then for the CUDA kind the
+// two IPC handles.
 //
 //   offset size field
 //        0    4 magic "DLBS"
 //        4    2 version (DLB_SHARE_DESCRIPTION_VERSION)
 //        6    2 reserved, 0
-//        8    4 total size in bytes (56 + 16 * ndim)
+//        8    4 total size in bytes (56 + 16 * ndim, plus 128 for CUDA)
 //       12    4 checksum: FNV-1a (32 bits) of all bytes, this field as 0
-//       16    8 flags (bit 0: read-only)
-//       24    8 size of the memory file in bytes
+//       16    8 flags: bit 0 read-only; bits 8-15 the kind, 0 a host
+//                 memory file (DLB_SHARE_KIND_HOST), 1 CUDA IPC
+//                 (DLB_SHARE_KIND_CUDA_IPC); other bits 0
+//       24    8 size of the memory file in bytes (CUDA: of the device
+//                 allocation the memory handle names)
 //       32    8 byte offset of element [0, ...] from the start of the file
-//       40    4 device type (kDLCPU)
-//       44    4 device id (0)
+//                 (CUDA: of the allocation)
+//       40    4 device type (kDLCPU; CUDA: kDLCUDA)
+//       44    4 device id (0; CUDA: the producer's device ordinal)
 //       48    1 dtype code, 1 dtype bits, 2 dtype lanes
 //       52    4 ndim
 //       56      shape[ndim], then strides[ndim] (in elements), 8 bytes each
+//   CUDA only, after the strides:
+//               64 bytes CUipcMemHandle of the allocation's base, then
+//               64 bytes CUipcEventHandle of an event recorded after the
+//               producer's last write
 #ifndef DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 #define DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 
@@ -29,11 +38,17 @@ namespace dlb::share {
 constexpr std::uint64_t kDescReadOnly = 1;
 constexpr std::size_t kDescHeader = DLB_SHARE_DESCRIPTION_HEADER;
 constexpr std::size_t kDescPrefix = 16;  // magic, version, reserved, size, checksum
+constexpr std::uint64_t kKindShift = 8;   // the kind's bits in the flags
+constexpr std::uint64_t kKindMask = 0xFF00;
+constexpr std::size_t kIpcHandle = 64;    // CU_IPC_HANDLE_SIZE
 static_assert(kDescHeader == 56);
+static_assert(DLB_SHARE_CUDA_HANDLES == 2 * kIpcHandle);
 
 // A parsed, checked description: every byte its layout reaches lies in
 // [0, file_size).
 struct Description {
+  std::uint32_t kind = DLB_SHARE_KIND_HOST;
+  DLDevice device{kDLCPU, 0};
   std::uint64_t flags = 0;
   std::uint64_t file_size = 0;
   std::uint64_t byte_offset = 0;
@@ -41,6 +56,8 @@ struct Description {
   std::int32_t ndim = 0;
   std::int64_t shape[DLB_MAX_NDIM] = {};
   std::int64_t strides[DLB_MAX_NDIM] = {};
+  unsigned char mem_handle[kIpcHandle] = {};    // CUDA only
+  unsigned char event_handle[kIpcHandle] = {};  // CUDA only
 };
 
 // Writes the description of host view `t` (byte_offset from the file's
@@ -48,6 +65,12 @@ struct Description {
 // into `out` (DLB_SHARE_DESCRIPTION_MAX bytes); returns its size.
 std::size_t write_description(const DLTensor& t, std::uint64_t file_size, std::uint64_t flags,
                               unsigned char* out) noexcept;
+
+// The CUDA IPC kind: view `t` on kDLCUDA (byte_offset from the allocation's
+// base), an allocation of `alloc_size` bytes, and the two handles.
+std::size_t write_cuda_description(const DLTensor& t, std::uint64_t alloc_size, std::uint64_t flags,
+                                   const unsigned char* mem_handle, const unsigned char* event_handle,
+                                   unsigned char* out) noexcept;
 
 // Reads and checks `size` bytes. The file itself is not looked at here
 // (the caller compares file_size with it). Sets the error on failure.
@@ -57,6 +80,11 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
 // kDescPrefix bytes are not a description's prefix (for the socket
 // framing).
 std::uint32_t declared_size(const unsigned char* prefix) noexcept;
+
+// The kind `size` bytes of a description declare (unchecked; host when
+// they are too few to say), for the socket framing and the fd rule: a CUDA
+// description travels without a file descriptor.
+std::uint32_t declared_kind(const unsigned char* bytes, std::size_t size) noexcept;
 
 }  // namespace dlb::share
 

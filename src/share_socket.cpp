@@ -31,10 +31,16 @@ dlb_status socket_error(const char* what, int socket_fd, int e) {
 
 dlb_status send_impl(std::int32_t socket_fd, const dlb_share_descriptor* d) {
   if (d == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "descriptor is NULL");
-  if (d->fd < 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "descriptor->fd is %" PRId32 " (no file to send)", d->fd);
   if (d->size < kDescPrefix || d->size > DLB_SHARE_DESCRIPTION_MAX)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "descriptor->size is %" PRIu32 " (%zu to %d)", d->size, kDescPrefix,
                      DLB_SHARE_DESCRIPTION_MAX);
+  // A CUDA IPC description names its memory by handle and travels alone.
+  const bool cuda = declared_kind(d->description, d->size) == DLB_SHARE_KIND_CUDA_IPC;
+  if (cuda && d->fd >= 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "descriptor->fd is %" PRId32 " but a CUDA IPC description carries no file (fd must be -1)", d->fd);
+  if (!cuda && d->fd < 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "descriptor->fd is %" PRId32 " (no file to send)", d->fd);
   std::size_t sent = 0;
   while (sent < d->size) {
     iovec iov;
@@ -45,7 +51,7 @@ dlb_status send_impl(std::int32_t socket_fd, const dlb_share_descriptor* d) {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     alignas(cmsghdr) unsigned char control[CMSG_SPACE(sizeof(int))];
-    if (sent == 0) {
+    if (sent == 0 && !cuda) {
       std::memset(control, 0, sizeof control);
       msg.msg_control = control;
       msg.msg_controllen = sizeof control;
@@ -171,7 +177,11 @@ dlb_status recv_impl(std::int32_t socket_fd, dlb_share_descriptor* out) {
       }
     }
   }
-  if (fd.fd < 0) return set_error(DLB_ERR_MALFORMED, "the share description arrived without a file descriptor");
+  const bool cuda = declared_kind(buf, have) == DLB_SHARE_KIND_CUDA_IPC;
+  if (cuda && fd.fd >= 0)
+    return set_error(DLB_ERR_MALFORMED, "a CUDA IPC share description arrived with a file descriptor (it has none)");
+  if (!cuda && fd.fd < 0)
+    return set_error(DLB_ERR_MALFORMED, "the share description arrived without a file descriptor");
   out->fd = fd.fd;
   fd.fd = -1;
   out->size = static_cast<std::uint32_t>(have);

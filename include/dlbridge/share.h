@@ -12,6 +12,11 @@
  * ordinary dlb_buffer over the same memory: writes on either side are seen
  * by the other.
  *
+ * CUDA device memory of the built-in CUDA backend (kDLCUDA) is shared
+ * through CUDA IPC instead: its descriptor carries no file (fd -1) but a
+ * CUDA IPC memory handle of the allocation and an IPC event handle that
+ * orders the receiver after the producer's last write (DLB_SHARE_KIND_CUDA_IPC).
+ *
  * This header is included by dlbridge.h and may also be included alone; it
  * compiles as C99 and as C++.
  */
@@ -37,9 +42,18 @@ extern "C" {
 #define DLB_SHARE_DESCRIPTION_VERSION 1
 /** Bytes of a description's fixed part (before shape and strides). */
 #define DLB_SHARE_DESCRIPTION_HEADER 56
-/** Largest description: the fixed part, then shape and strides of
- *  DLB_MAX_NDIM dimensions (8 bytes each). */
-#define DLB_SHARE_DESCRIPTION_MAX (DLB_SHARE_DESCRIPTION_HEADER + 16 * DLB_MAX_NDIM)
+/** Bytes a CUDA IPC description adds after the strides: a CUDA IPC memory
+ *  handle and a CUDA IPC event handle, 64 bytes each. */
+#define DLB_SHARE_CUDA_HANDLES 128
+/** Largest description: the fixed part, shape and strides of DLB_MAX_NDIM
+ *  dimensions (8 bytes each), and the CUDA IPC handles. */
+#define DLB_SHARE_DESCRIPTION_MAX (DLB_SHARE_DESCRIPTION_HEADER + 16 * DLB_MAX_NDIM + DLB_SHARE_CUDA_HANDLES)
+/** Description kind (bits 8-15 of its flags field, bytes 16-23): host
+ *  memory in the descriptor's file. */
+#define DLB_SHARE_KIND_HOST 0
+/** Description kind: CUDA device memory named by the CUDA IPC handles the
+ *  description carries; the descriptor has no file (fd -1). */
+#define DLB_SHARE_KIND_CUDA_IPC 1
 
 /** dlb_buffer_share() flag: memory that is not shared yet is copied once
  *  into new shared memory (else DLB_ERR_NOT_ZERO_COPY). */
@@ -56,7 +70,7 @@ extern "C" {
  * `description` holds `size` bytes in the format of
  * DLB_SHARE_DESCRIPTION_VERSION: plain bytes that may be copied, stored and
  * sent as they are (they hold no pointer). `fd` is the memory file; -1
- * when the descriptor holds none.
+ * when the descriptor holds none (always for DLB_SHARE_KIND_CUDA_IPC).
  */
 typedef struct dlb_share_descriptor {
   int32_t fd;        /**< the memory file, or -1 */
@@ -98,6 +112,16 @@ DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, in
  * host-readable or backend memory is refused unless
  * DLB_SHARE_COPY_IF_NEEDED is given; then it is copied once into new
  * shared memory, which lives on in the descriptor's file only.
+ *
+ * CUDA device memory (kDLCUDA) of the built-in CUDA backend is shared
+ * without a copy through CUDA IPC (DLB_SHARE_KIND_CUDA_IPC): the
+ * description carries cuIpcGetMemHandle() of the allocation's base, the
+ * data's offset in it, and the handle of an interprocess event recorded on
+ * the buffer's stream (dlb_cuda_buffer_stream()) after its last write; `fd`
+ * is -1. The buffer keeps the event until it is freed. The memory stays
+ * the producer's: keep the buffer alive until every receiver has released
+ * what it opened. Pinned host and managed CUDA memory have no IPC handle
+ * and go the host way (a copy when allowed).
  * @param buffer the buffer; not consumed (its reference stays the caller's).
  * @param flags 0, DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY.
  * @param out on success receives the description and a new file
@@ -109,7 +133,9 @@ DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, in
  *         DLB_ERR_DELETED; DLB_ERR_NOT_ZERO_COPY (memory not shared and no
  *         copy allowed: the message says what the memory is);
  *         DLB_ERR_UNSUPPORTED_DEVICE (the copy cannot reach the memory);
- *         DLB_ERR_OUT_OF_MEMORY and the statuses of a copy.
+ *         DLB_ERR_OUT_OF_MEMORY and the statuses of a copy;
+ *         DLB_ERR_BACKEND (CUDA: a driver call failed, the message names
+ *         it).
  * Thread-safe.
  */
 DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out);
@@ -124,9 +150,20 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  * against shrinking. The mapping is read-only when the description says
  * read-only, when `flags` has DLB_SHARE_READ_ONLY, and then the buffer is
  * DLB_BUFFER_READ_ONLY.
+ *
+ * A CUDA IPC description (DLB_SHARE_KIND_CUDA_IPC) is opened with the
+ * driver in the library's CUDA backend of its device: cuIpcOpenMemHandle()
+ * (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), whose allocation must be at least
+ * the size the description declares (cuMemGetAddressRange() of the opened
+ * address), then the event handle,
+ * on which the legacy default stream is made to wait. The result is a CUDA
+ * buffer (dlb_cuda_buffer_stream() 1) whose release calls
+ * cuIpcCloseMemHandle() once. CUDA refuses to open a handle in the process
+ * that made it (DLB_ERR_INVALID_ARGUMENT here).
  * @param fd the memory file; never taken: the caller keeps it and may close
  *        it right after the call, on success or failure (the buffer keeps a
- *        duplicate of its own, for sharing it on).
+ *        duplicate of its own, for sharing it on). -1 for a CUDA IPC
+ *        description.
  * @param description `size` bytes of description, read during the call.
  * @param size bytes at `description` (the descriptor's `size` field).
  * @param flags 0 or DLB_SHARE_READ_ONLY.
@@ -146,6 +183,12 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  *         DLB_ERR_READ_ONLY (a writable description over a file descriptor
  *         opened read-only, without DLB_SHARE_READ_ONLY);
  *         DLB_ERR_OUT_OF_MEMORY (the mapping was refused).
+ *         For CUDA IPC: DLB_ERR_INVALID_ARGUMENT (fd not -1; the handle
+ *         was made in this process); DLB_ERR_UNSUPPORTED_DEVICE (no CUDA
+ *         driver, built without CUDA, no such device); DLB_ERR_MALFORMED
+ *         (the opened allocation is smaller than declared);
+ *         DLB_ERR_BACKEND (the driver refused the handles, e.g. of memory
+ *         already freed: the message names the call and its error).
  * Thread-safe.
  */
 DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
@@ -160,13 +203,14 @@ DLB_API void dlb_share_descriptor_close(dlb_share_descriptor* descriptor);
 /**
  * Sends a descriptor over a connected Unix socket (stream, seqpacket or
  * datagram): the description bytes, with the file descriptor attached
- * (SCM_RIGHTS) to the first byte. Blocks until all is written; EINTR is
- * retried; no SIGPIPE is raised.
+ * (SCM_RIGHTS) to the first byte; a CUDA IPC description goes without one.
+ * Blocks until all is written; EINTR is retried; no SIGPIPE is raised.
  * @param socket_fd the socket; not closed.
  * @param descriptor read during the call; its fd stays the caller's (the
  *        receiver gets a duplicate): close it after sending.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL descriptor, no fd, a size
- *         out of range, or the socket failed: the message has the system's
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL descriptor, no fd for a
+ *         host description or one for a CUDA IPC description, a size out
+ *         of range, or the socket failed: the message has the system's
  *         reason).
  * Thread-safe (one sender per socket at a time).
  */
@@ -180,14 +224,15 @@ DLB_API dlb_status dlb_share_send(int32_t socket_fd, const dlb_share_descriptor*
  * rest.
  * @param socket_fd the socket; not closed.
  * @param out on success receives the description and a new file descriptor
- *        (close-on-exec) owned by the caller; at the end of a stream (the
+ *        (close-on-exec) owned by the caller (-1 for a CUDA IPC
+ *        description, which arrives without one); at the end of a stream (the
  *        peer closed before sending another byte) DLB_OK with `out->fd` -1
  *        and `out->size` 0. Untouched on failure, when every file
  *        descriptor that arrived has been closed.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out, or the socket failed:
  *         the message has the system's reason); DLB_ERR_MALFORMED (a
- *         message cut short, too large, without a file descriptor or with
- *         more than one).
+ *         message cut short, too large, a host description without a file
+ *         descriptor, a CUDA IPC one with one, or more than one).
  * Thread-safe (one receiver per socket at a time).
  */
 DLB_API dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);

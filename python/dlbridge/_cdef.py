@@ -275,13 +275,16 @@ int dlb_copy_threads(void);
 
 #define DLB_SHARE_DESCRIPTION_VERSION 1
 #define DLB_SHARE_DESCRIPTION_HEADER 56
-#define DLB_SHARE_DESCRIPTION_MAX 1080
+#define DLB_SHARE_CUDA_HANDLES 128
+#define DLB_SHARE_DESCRIPTION_MAX 1208
+#define DLB_SHARE_KIND_HOST 0
+#define DLB_SHARE_KIND_CUDA_IPC 1
 #define DLB_SHARE_COPY_IF_NEEDED 1
 #define DLB_SHARE_READ_ONLY 2
 typedef struct dlb_share_descriptor {
   int32_t fd;
   uint32_t size;
-  unsigned char description[1080];
+  unsigned char description[1208];
 } dlb_share_descriptor;
 dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim,
                                    const int64_t* shape, dlb_buffer** out);

@@ -108,7 +108,12 @@ PyObject* dlbpy_open_shared(PyObject* module, PyObject* const* args, Py_ssize_t 
   }
   if (dlbpy_keyword_only("open_shared", args + 2, 0, kwnames, names, 1, values) != 0) return NULL;
   int32_t fd;
-  if (share_fd(args[0], "fd", &fd) != 0) return NULL;
+  /* -1 is a CUDA IPC description's fd; the library judges it. */
+  if (PyLong_Check(args[0]) && PyLong_AsLongLong(args[0]) == -1) {
+    fd = -1;
+  } else if (share_fd(args[0], "fd", &fd) != 0) {
+    return NULL;
+  }
   char* bytes = NULL;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(args[1], &bytes, &size) != 0) return NULL;
@@ -118,7 +123,8 @@ PyObject* dlbpy_open_shared(PyObject* module, PyObject* const* args, Py_ssize_t 
 }
 const char dlbpy_open_shared_doc[] =
     "open_shared(fd, description, /, *, read_only=False) -> Tensor\n--\n\n"
-    "The tensor a descriptor describes, mapped in this process. fd is borrowed:\n"
+    "The tensor a descriptor describes, mapped in this process (fd -1 for a CUDA\n"
+    "IPC description, opened by handle). fd is borrowed:\n"
     "it stays the caller's, who may close it right after the call.";
 
 PyObject* dlbpy_share_send(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
@@ -155,7 +161,7 @@ PyObject* dlbpy_share_recv(PyObject* module, PyObject* arg) {
   s = dlb_share_recv(sock, &d);
   Py_END_ALLOW_THREADS
   if (s != DLB_OK) return dlbpy_raise_status(s);
-  if (d.fd < 0) Py_RETURN_NONE;  /* the end of the stream */
+  if (d.fd < 0 && d.size == 0) Py_RETURN_NONE;  /* the end of the stream; a CUDA IPC description has no fd */
   PyObject* result = share_open((dlbpy_state*)PyModule_GetState(module), d.fd, d.description, d.size, 0);
   dlb_share_descriptor_close(&d);  /* the buffer keeps a duplicate of its own */
   return result;

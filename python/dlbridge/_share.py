@@ -102,6 +102,10 @@ def _rebuild(dup: Any, description: bytes, read_only: bool) -> Tensor:
         os.close(fd)
 
 
+def _rebuild_handle(description: bytes, read_only: bool) -> Tensor:
+    return open_shared(-1, description, read_only=read_only)
+
+
 def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, bytes, bool]]:
     # The resource sharer serves a duplicate of the file descriptor to the
     # receiving process once, with every start method (fork, spawn,
@@ -109,6 +113,8 @@ def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, bytes, bool]]:
     from multiprocessing import resource_sharer
 
     fd, description = descriptor(tensor, copy=True, read_only=tensor.readonly)
+    if fd == -1:  # CUDA IPC: the description names the memory by handle
+        return _rebuild_handle, (description, tensor.readonly)
     try:
         dup = resource_sharer.DupFd(fd)
     finally:

@@ -360,6 +360,11 @@ dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t str
   });
 }
 
+dlb_status cuda_device_backend(std::int32_t device_id, dlb_backend** out, bool* kept) {
+  *kept = device_id >= 0 && device_id < kDefaultBackends;
+  return default_backend(device_id, out);
+}
+
 dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
                               dlb_buffer** out) {
   if (!driver().usable)

@@ -3,6 +3,7 @@
 #define DLBRIDGE_SRC_CUDA_CUDA_BACKEND_HPP_
 
 #include <dlbridge/dlbridge.h>
+#include <dlbridge/share.h>
 
 #include <cstdint>
 
@@ -30,6 +31,28 @@ dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t str
 // without it) DLB_ERR_UNSUPPORTED_DEVICE naming the device.
 dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
                               dlb_buffer** out);
+
+// The library's backend of CUDA device `device_id` (one kept per ordinal
+// below 64, made on first use; `*kept` false when the caller must release
+// the one it got).
+dlb_status cuda_device_backend(std::int32_t device_id, dlb_backend** out, bool* kept);
+
+namespace share {
+struct Description;
+}
+
+// Device memory of the built-in CUDA backend, which dlb_buffer_share()
+// shares through CUDA IPC.
+bool cuda_ipc_shareable(const dlb_buffer* b) noexcept;
+
+// The CUDA IPC description of such a buffer into `out` (fd -1): the
+// allocation's memory handle and an interprocess event recorded on the
+// buffer's stream.
+dlb_status cuda_ipc_share(dlb_buffer* b, bool read_only, dlb_share_descriptor* out) noexcept;
+
+// Opens a checked CUDA IPC description as a CUDA buffer whose release
+// closes the memory handle.
+dlb_status cuda_ipc_open(const share::Description& d, bool read_only, dlb_buffer** out) noexcept;
 
 }  // namespace dlb
 

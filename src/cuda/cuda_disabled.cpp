@@ -34,6 +34,23 @@ dlb_status dlb::cuda_take_in(const DLTensor& t, std::uint64_t, std::int64_t, boo
                    device_type_name(device_type_of(t.device)), static_cast<int>(t.device.device_id));
 }
 
+dlb_status dlb::cuda_device_backend(std::int32_t device_id, dlb_backend**, bool*) {
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "CUDA device %d: this dlbridge was built without CUDA support",
+                   static_cast<int>(device_id));
+}
+
+bool dlb::cuda_ipc_shareable(const dlb_buffer*) noexcept { return false; }
+
+dlb_status dlb::cuda_ipc_share(dlb_buffer*, bool, dlb_share_descriptor*) noexcept {
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "CUDA IPC: this dlbridge was built without CUDA support");
+}
+
+dlb_status dlb::cuda_ipc_open(const share::Description&, bool, dlb_buffer**) noexcept {
+  return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                   "a CUDA IPC description cannot be opened: this dlbridge was built without CUDA support "
+                   "(meson option -Dcuda=disabled)");
+}
+
 extern "C" {
 
 DLB_API dlb_status dlb_cuda_backend_create(int32_t, dlb_backend**) { return refused(__func__); }

@@ -16,11 +16,21 @@ using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUhostFn = void (*)(void* user_data);
+// CUipcMemHandle and CUipcEventHandle: 64 opaque bytes, passed by value.
+struct CUipcMemHandle {
+  char reserved[64];
+};
+struct CUipcEventHandle {
+  char reserved[64];
+};
 
 constexpr CUresult kSuccess = 0;                 // CUDA_SUCCESS
 constexpr CUresult kErrorInvalidValue = 1;       // CUDA_ERROR_INVALID_VALUE
 constexpr CUresult kErrorOutOfMemory = 2;        // CUDA_ERROR_OUT_OF_MEMORY
+constexpr CUresult kErrorInvalidContext = 201;   // CUDA_ERROR_INVALID_CONTEXT
 constexpr unsigned kEventDisableTiming = 0x2;    // CU_EVENT_DISABLE_TIMING
+constexpr unsigned kEventInterprocess = 0x4;     // CU_EVENT_INTERPROCESS
+constexpr unsigned kIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 constexpr unsigned kMemAttachGlobal = 0x1;       // CU_MEM_ATTACH_GLOBAL
 constexpr int kPointerAttributeMemoryType = 2;   // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
 constexpr int kPointerAttributeIsManaged = 8;    // CU_POINTER_ATTRIBUTE_IS_MANAGED
@@ -57,7 +67,13 @@ inline CUstream per_thread_stream() noexcept { return reinterpret_cast<CUstream>
   X(cuEventCreate, CUresult (*)(CUevent*, unsigned))                                      \
   X(cuEventRecord, CUresult (*)(CUevent, CUstream))                                       \
   X(cuEventDestroy_v2, CUresult (*)(CUevent))                                             \
-  X(cuPointerGetAttribute, CUresult (*)(void*, int, CUdeviceptr))
+  X(cuPointerGetAttribute, CUresult (*)(void*, int, CUdeviceptr))                        \
+  X(cuMemGetAddressRange_v2, CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr))       \
+  X(cuIpcGetMemHandle, CUresult (*)(CUipcMemHandle*, CUdeviceptr))                        \
+  X(cuIpcOpenMemHandle_v2, CUresult (*)(CUdeviceptr*, CUipcMemHandle, unsigned))          \
+  X(cuIpcCloseMemHandle, CUresult (*)(CUdeviceptr))                                       \
+  X(cuIpcGetEventHandle, CUresult (*)(CUipcEventHandle*, CUevent))                        \
+  X(cuIpcOpenEventHandle, CUresult (*)(CUevent*, CUipcEventHandle))
 
 }  // namespace dlb::cu
 

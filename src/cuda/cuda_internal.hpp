@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "../buffer.hpp"
@@ -68,6 +69,10 @@ struct CudaStorage {
   dlb_release_fn release = nullptr;
   void* release_ctx = nullptr;
   std::atomic<std::int64_t> stream{1};  // last writer's stream value
+  // The interprocess event dlb_buffer_share() records for CUDA IPC
+  // receivers, made on the first share and destroyed with the storage.
+  std::mutex ipc_mutex;
+  CUevent ipc_event = nullptr;
   // The layout, for copy_to_host.
   DLDataType dtype{};
   std::int32_t ndim = 0;

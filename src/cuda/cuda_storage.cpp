@@ -135,6 +135,10 @@ dlb_status copy_storage(dlb_buffer* b, void* dst) noexcept {
 void free_storage(dlb_buffer* b) noexcept {
   const CudaBackend* be = cuda_backend_of(b);
   CudaStorage* s = cuda_storage_of(b);
+  if (s->ipc_event != nullptr) {
+    ContextScope scope(be->context);
+    (void)driver().cuEventDestroy_v2(s->ipc_event);
+  }
   if (s->owned) {
     const Driver& d = driver();
     ContextScope scope(be->context);

@@ -18,8 +18,10 @@ namespace dlbcheck {
 
 template <class T>
 struct norm {
-  static_assert(std::is_integral_v<T> || std::is_enum_v<T>, "a parameter that is neither pointer nor integer");
-  using type = std::integral_constant<std::size_t, sizeof(T)>;
+  // Integers, enums, and the IPC handles passed by value (64-byte structs).
+  static_assert(std::is_integral_v<T> || std::is_enum_v<T> || std::is_class_v<T>,
+                "a parameter that is neither pointer, integer nor handle");
+  using type = std::integral_constant<std::size_t, sizeof(T) + (std::is_class_v<T> ? 1000 : 0)>;
 };
 template <class T>
 struct norm<T*> {
@@ -53,6 +55,11 @@ static_assert(cu::kSuccess == CUDA_SUCCESS);
 static_assert(cu::kErrorInvalidValue == CUDA_ERROR_INVALID_VALUE);
 static_assert(cu::kErrorOutOfMemory == CUDA_ERROR_OUT_OF_MEMORY);
 static_assert(cu::kEventDisableTiming == CU_EVENT_DISABLE_TIMING);
+static_assert(cu::kEventInterprocess == CU_EVENT_INTERPROCESS);
+static_assert(cu::kIpcMemLazyEnablePeerAccess == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+static_assert(cu::kErrorInvalidContext == CUDA_ERROR_INVALID_CONTEXT);
+static_assert(sizeof(cu::CUipcMemHandle) == sizeof(::CUipcMemHandle));
+static_assert(sizeof(cu::CUipcEventHandle) == sizeof(::CUipcEventHandle));
 static_assert(cu::kMemAttachGlobal == CU_MEM_ATTACH_GLOBAL);
 static_assert(cu::kPointerAttributeMemoryType == CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
 static_assert(cu::kPointerAttributeIsManaged == CU_POINTER_ATTRIBUTE_IS_MANAGED);
@@ -68,7 +75,7 @@ int main() {
 #define DLB_COUNT(name, fn_type) ++n;
   DLB_CUDA_DRIVER_FUNCTIONS(DLB_COUNT)
 #undef DLB_COUNT
-  std::printf("%d driver declarations and 13 constants match cuda.h (CUDA_VERSION %d)\n", n, CUDA_VERSION);
+  std::printf("%d driver declarations and 18 constants match cuda.h (CUDA_VERSION %d)\n", n, CUDA_VERSION);
   // The stream values 1 and 2 are the driver's own handles.
   return cu::legacy_stream() == CU_STREAM_LEGACY && cu::per_thread_stream() == CU_STREAM_PER_THREAD ? 0 : 1;
 }

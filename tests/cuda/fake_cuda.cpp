@@ -15,6 +15,17 @@
 // Test controls (not part of the driver API): fake_cuda_fail() makes the
 // next calls of one entry point fail with a given CUresult, and
 // fake_cuda_live_allocations() counts allocations not yet freed.
+//
+// CUDA IPC: device memory is a shared anonymous mapping, so that a child
+// made by fork() sees the same bytes as its parent. A memory handle holds
+// the allocating process, the address, the size and the allocation's
+// generation (so a freed and reused address does not open); it opens in a
+// forked child (same address) and, as on hardware, not in the process
+// that made it (CUDA_ERROR_INVALID_CONTEXT). An interprocess event counts
+// its records and completions in shared memory; a stream wait on it polls.
+// fake_cuda_ipc_counts() says how many handles were opened and closed.
+// After fork() the child starts with fresh streams (the parent's worker
+// threads do not exist in it).
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -25,10 +36,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -42,6 +59,7 @@ constexpr CUresult kNotInitialized = 3;
 constexpr CUresult kInvalidDevice = 101;
 constexpr CUresult kInvalidContext = 201;
 constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kNotFound = 500;
 
 // ---- streams -------------------------------------------------------------
 
@@ -109,9 +127,18 @@ struct Signal {
   }
 };
 
+// Records and completions of an interprocess event, in memory shared with
+// forked children. Never unmapped: queued work may still write it.
+struct IpcCounters {
+  std::atomic<std::uint64_t> recorded;
+  std::atomic<std::uint64_t> completed;
+};
+
 struct Event {
   std::mutex m;
   std::shared_ptr<Signal> last;  // the latest record; null: never recorded
+  IpcCounters* ipc = nullptr;    // interprocess events only
+  std::uint64_t generation = 0;
 };
 
 enum class Kind { device, host, managed };
@@ -119,7 +146,22 @@ struct Allocation {
   std::size_t size;
   Kind kind;
   int device;  // of the context current at allocation
+  std::uint64_t generation = 0;
+  std::size_t mapped = 0;  // device memory: bytes of its shared mapping
 };
+
+// The bytes of the fake's IPC handles (64 in all).
+struct MemHandle {
+  char magic[8];  // "FAKEMEM"
+  std::uint64_t pid, ptr, size, generation;
+  char pad[24];
+};
+struct EventHandle {
+  char magic[8];  // "FAKEEVT"
+  std::uint64_t pid, event, generation;
+  char pad[32];
+};
+static_assert(sizeof(MemHandle) == 64 && sizeof(EventHandle) == 64);
 
 struct State {
   std::mutex m;
@@ -132,6 +174,11 @@ struct State {
   std::atomic<int> primary_refs{0};
   std::shared_ptr<Stream> legacy;
   std::vector<std::shared_ptr<Stream>> per_thread;  // never destroyed (threads end at any time)
+  std::atomic<std::uint64_t> generation{0};
+  std::map<std::uintptr_t, std::uint64_t> ipc_events;  // live interprocess events -> generation
+  std::map<std::uintptr_t, int> ipc_open;               // opened memory handles -> opens
+  std::atomic<int> ipc_opened{0}, ipc_closed{0};
+  std::atomic<int> fork_epoch{0};
 };
 
 State& state() {
@@ -148,6 +195,11 @@ Stream* legacy_stream() {
 
 Stream* per_thread_stream() {
   thread_local Stream* mine = nullptr;
+  thread_local int epoch = 0;
+  if (epoch != state().fork_epoch.load()) {  // made before a fork: its worker is gone
+    mine = nullptr;
+    epoch = state().fork_epoch.load();
+  }
   if (mine == nullptr) {
     auto st = std::make_shared<Stream>();
     mine = st.get();
@@ -164,6 +216,25 @@ Stream* resolve(void* handle) {
   if (v == 2) return per_thread_stream();
   return static_cast<Stream*>(handle);
 }
+
+// In a forked child the parent's stream workers do not exist: their
+// streams are let go without destroying them (destroying joins the
+// worker), and the child makes new ones as it needs them.
+void forget_streams_after_fork() {
+  State& s = state();
+  auto* parked = new std::vector<std::shared_ptr<Stream>>(s.streams);  // never freed
+  if (s.legacy != nullptr) parked->push_back(s.legacy);
+  parked->insert(parked->end(), s.per_thread.begin(), s.per_thread.end());
+  s.streams.clear();
+  s.legacy = nullptr;
+  s.per_thread.clear();
+  s.ipc_open.clear();
+  s.ipc_opened.store(0);
+  s.ipc_closed.store(0);
+  s.fork_epoch.fetch_add(1);
+}
+
+[[maybe_unused]] const bool kForkHandler = (pthread_atfork(nullptr, nullptr, forget_streams_after_fork), true);
 
 // Every stream idle: what freeing memory implies on a real device.
 void synchronize_all() {
@@ -220,12 +291,21 @@ CUresult allocate(std::size_t bytes, Kind kind, std::uintptr_t* out) {
   const int device = static_cast<FakeContext*>(t_context_stack.back())->device;
   if (bytes == 0) return kInvalidValue;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
-  void* p = std::aligned_alloc(256, rounded);
-  if (p == nullptr) return kOutOfMemory;
+  std::size_t mapped = 0;
+  void* p = nullptr;
+  if (kind == Kind::device) {  // shared with forked children, for IPC
+    mapped = (rounded + 4095) / 4096 * 4096;
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return kOutOfMemory;
+  } else {
+    p = std::aligned_alloc(256, rounded);
+    if (p == nullptr) return kOutOfMemory;
+  }
   std::memset(p, 0xCD, rounded);  // fresh device memory is not zero
   State& s = state();
   std::lock_guard<std::mutex> lock(s.m);
-  s.allocations[reinterpret_cast<std::uintptr_t>(p)] = Allocation{bytes, kind, device};
+  s.allocations[reinterpret_cast<std::uintptr_t>(p)] =
+      Allocation{bytes, kind, device, s.generation.fetch_add(1) + 1, mapped};
   *out = reinterpret_cast<std::uintptr_t>(p);
   return kSuccess;
 }
@@ -236,8 +316,12 @@ CUresult release(std::uintptr_t p, bool host) {
   std::lock_guard<std::mutex> lock(s.m);
   auto it = s.allocations.find(p);
   if (it == s.allocations.end() || (it->second.kind == Kind::host) != host) return kInvalidValue;
+  const std::size_t mapped = it->second.mapped;
   s.allocations.erase(it);
-  std::free(reinterpret_cast<void*>(p));
+  if (mapped != 0)
+    munmap(reinterpret_cast<void*>(p), mapped);
+  else
+    std::free(reinterpret_cast<void*>(p));
   return kSuccess;
 }
 
@@ -267,6 +351,16 @@ __attribute__((visibility("default"))) int fake_cuda_live_allocations(void) {
   return static_cast<int>(s.allocations.size());
 }
 
+__attribute__((visibility("default"))) void fake_cuda_ipc_counts(int* opened, int* closed, int* open_now) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  if (opened != nullptr) *opened = s.ipc_opened.load();
+  if (closed != nullptr) *closed = s.ipc_closed.load();
+  int now = 0;
+  for (const auto& e : s.ipc_open) now += e.second;
+  if (open_now != nullptr) *open_now = now;
+}
+
 // ---- the driver API --------------------------------------------------------
 
 #define FAKE_API __attribute__((visibility("default")))
@@ -290,6 +384,7 @@ FAKE_API CUresult cuGetErrorName(CUresult error, const char** out) {
     case 101: *out = "CUDA_ERROR_INVALID_DEVICE"; return kSuccess;
     case 201: *out = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
     case 400: *out = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
+    case 500: *out = "CUDA_ERROR_NOT_FOUND"; return kSuccess;
     case 700: *out = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kSuccess;
     case 719: *out = "CUDA_ERROR_LAUNCH_FAILED"; return kSuccess;
     default: *out = nullptr; return kInvalidValue;
@@ -307,6 +402,7 @@ FAKE_API CUresult cuGetErrorString(CUresult error, const char** out) {
     case 101: *out = "invalid device ordinal"; return kSuccess;
     case 201: *out = "invalid device context"; return kSuccess;
     case 400: *out = "invalid resource handle"; return kSuccess;
+    case 500: *out = "named symbol not found"; return kSuccess;
     case 700: *out = "an illegal memory access was encountered"; return kSuccess;
     case 719: *out = "unspecified launch failure"; return kSuccess;
     default: *out = nullptr; return kInvalidValue;
@@ -461,7 +557,22 @@ FAKE_API CUresult cuStreamSynchronize(void* stream) {
 FAKE_API CUresult cuEventCreate(void** out, unsigned flags) {
   FAKE_ENTER("cuEventCreate");
   if (out == nullptr || flags > 0xF) return kInvalidValue;
-  *out = new Event;
+  // CU_EVENT_INTERPROCESS needs CU_EVENT_DISABLE_TIMING.
+  if ((flags & 0x4) != 0 && (flags & 0x2) == 0) return kInvalidValue;
+  auto* e = new Event;
+  if ((flags & 0x4) != 0) {
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+      delete e;
+      return kOutOfMemory;
+    }
+    e->ipc = new (page) IpcCounters{{0}, {0}};
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.m);
+    e->generation = s.generation.fetch_add(1) + 1;
+    s.ipc_events[reinterpret_cast<std::uintptr_t>(e)] = e->generation;
+  }
+  *out = e;
   return kSuccess;
 }
 
@@ -474,7 +585,16 @@ FAKE_API CUresult cuEventRecord(void* event, void* stream) {
     std::lock_guard<std::mutex> lock(e->m);
     e->last = signal;
   }
-  resolve(stream)->enqueue([signal] { signal->set(); });
+  IpcCounters* ipc = e->ipc;
+  const std::uint64_t n = ipc != nullptr ? ipc->recorded.fetch_add(1) + 1 : 0;
+  resolve(stream)->enqueue([signal, ipc, n] {
+    signal->set();
+    if (ipc != nullptr) {
+      std::uint64_t c = ipc->completed.load();
+      while (c < n && !ipc->completed.compare_exchange_weak(c, n)) {
+      }
+    }
+  });
   return kSuccess;
 }
 
@@ -483,6 +603,14 @@ FAKE_API CUresult cuStreamWaitEvent(void* stream, void* event, unsigned flags) {
   if (event == nullptr) return kInvalidHandle;
   if (flags != 0) return kInvalidValue;
   auto* e = static_cast<Event*>(event);
+  if (e->ipc != nullptr) {  // possibly recorded in another process: poll the shared counters
+    IpcCounters* ipc = e->ipc;
+    const std::uint64_t n = ipc->recorded.load();
+    resolve(stream)->enqueue([ipc, n] {
+      while (ipc->completed.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    return kSuccess;
+  }
   std::shared_ptr<Signal> signal;
   {
     std::lock_guard<std::mutex> lock(e->m);
@@ -495,7 +623,98 @@ FAKE_API CUresult cuStreamWaitEvent(void* stream, void* event, unsigned flags) {
 FAKE_API CUresult cuEventDestroy_v2(void* event) {
   FAKE_ENTER("cuEventDestroy_v2");
   if (event == nullptr) return kInvalidHandle;
-  delete static_cast<Event*>(event);  // queued waits keep their signal
+  auto* e = static_cast<Event*>(event);
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.m);
+    s.ipc_events.erase(reinterpret_cast<std::uintptr_t>(e));
+  }
+  delete e;  // queued waits keep their signal (and the counters' page stays)
+  return kSuccess;
+}
+
+FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr p) {
+  FAKE_ENTER("cuMemGetAddressRange_v2");
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.allocations.upper_bound(static_cast<std::uintptr_t>(p));
+  if (it == s.allocations.begin()) return kNotFound;
+  --it;
+  if (p >= it->first + it->second.size) return kNotFound;
+  if (base != nullptr) *base = it->first;
+  if (size != nullptr) *size = it->second.size;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuIpcGetMemHandle(MemHandle* out, CUdeviceptr p) {
+  FAKE_ENTER("cuIpcGetMemHandle");
+  if (out == nullptr) return kInvalidValue;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.allocations.find(static_cast<std::uintptr_t>(p));
+  if (it == s.allocations.end() || it->second.kind != Kind::device) return kInvalidValue;
+  std::memset(out, 0, sizeof *out);
+  std::memcpy(out->magic, "FAKEMEM", 8);
+  out->pid = static_cast<std::uint64_t>(getpid());
+  out->ptr = p;
+  out->size = it->second.size;
+  out->generation = it->second.generation;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* out, MemHandle handle, unsigned flags) {
+  FAKE_ENTER("cuIpcOpenMemHandle_v2");
+  if (out == nullptr || flags != 1) return kInvalidValue;
+  if (t_context_stack.empty()) return kInvalidContext;
+  if (std::memcmp(handle.magic, "FAKEMEM", 8) != 0) return kInvalidValue;
+  if (handle.pid == static_cast<std::uint64_t>(getpid())) return kInvalidContext;  // as on hardware
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.allocations.find(static_cast<std::uintptr_t>(handle.ptr));
+  if (it == s.allocations.end() || it->second.generation != handle.generation || it->second.kind != Kind::device)
+    return kInvalidHandle;  // freed (or never made) in the exporting process
+  ++s.ipc_open[it->first];
+  s.ipc_opened.fetch_add(1);
+  *out = handle.ptr;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  FAKE_ENTER("cuIpcCloseMemHandle");
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.ipc_open.find(static_cast<std::uintptr_t>(p));
+  if (it == s.ipc_open.end()) return kInvalidValue;
+  if (--it->second == 0) s.ipc_open.erase(it);
+  s.ipc_closed.fetch_add(1);
+  return kSuccess;
+}
+
+FAKE_API CUresult cuIpcGetEventHandle(EventHandle* out, void* event) {
+  FAKE_ENTER("cuIpcGetEventHandle");
+  if (out == nullptr || event == nullptr) return kInvalidValue;
+  auto* e = static_cast<Event*>(event);
+  if (e->ipc == nullptr) return kInvalidValue;  // not CU_EVENT_INTERPROCESS
+  std::memset(out, 0, sizeof *out);
+  std::memcpy(out->magic, "FAKEEVT", 8);
+  out->pid = static_cast<std::uint64_t>(getpid());
+  out->event = reinterpret_cast<std::uintptr_t>(e);
+  out->generation = e->generation;
+  return kSuccess;
+}
+
+FAKE_API CUresult cuIpcOpenEventHandle(void** out, EventHandle handle) {
+  FAKE_ENTER("cuIpcOpenEventHandle");
+  if (out == nullptr || std::memcmp(handle.magic, "FAKEEVT", 8) != 0) return kInvalidValue;
+  if (t_context_stack.empty() || handle.pid == static_cast<std::uint64_t>(getpid())) return kInvalidContext;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.ipc_events.find(static_cast<std::uintptr_t>(handle.event));
+  if (it == s.ipc_events.end() || it->second != handle.generation) return kInvalidHandle;
+  auto* theirs = reinterpret_cast<Event*>(static_cast<std::uintptr_t>(handle.event));
+  auto* e = new Event;
+  e->ipc = theirs->ipc;  // the shared counters, mapped at the same address since fork
+  *out = e;
   return kSuccess;
 }
 

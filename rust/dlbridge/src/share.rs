@@ -123,8 +123,15 @@ pub fn recv(socket: &impl AsRawFd) -> Result<Option<Descriptor>> {
     let mut d = blank();
     // SAFETY: d is writable.
     check(unsafe { sys::dlb_share_recv(socket.as_raw_fd(), &mut d) })?;
-    if d.fd < 0 {
+    if d.fd < 0 && d.size == 0 {
         return Ok(None);
+    }
+    if d.fd < 0 {
+        // A CUDA IPC description (no file): Descriptor owns a file for now.
+        return Err(crate::error::Error::new(
+            crate::error::Status::UnsupportedDevice,
+            "a CUDA IPC share description arrived; the Rust crate shares host memory only",
+        ));
     }
     Ok(Some(Descriptor::from_c(&d)))
 }
