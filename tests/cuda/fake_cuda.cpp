@@ -16,175 +16,30 @@
 // next calls of one entry point fail with a given CUresult, and
 // fake_cuda_live_allocations() counts allocations not yet freed.
 //
-// CUDA IPC: device memory is a shared anonymous mapping, so that a child
-// made by fork() sees the same bytes as its parent. A memory handle holds
-// the allocating process, the address, the size and the allocation's
-// generation (so a freed and reused address does not open); it opens in a
-// forked child (same address) and, as on hardware, not in the process
-// that made it (CUDA_ERROR_INVALID_CONTEXT). An interprocess event counts
-// its records and completions in shared memory; a stream wait on it polls.
-// fake_cuda_ipc_counts() says how many handles were opened and closed.
-// After fork() the child starts with fresh streams (the parent's worker
-// threads do not exist in it).
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <functional>
-#include <map>
-#include <memory>
-#include <new>
-#include <chrono>
-#include <mutex>
-#include <string>
-#include <thread>
-#include <vector>
+// For CUDA IPC, device memory is a shared mapping and an interprocess
+// event keeps its counters in shared memory, so a child made by fork()
+// sees both; the child starts with fresh streams. The IPC entry points are
+// in fake_cuda_ipc.cpp; what both files share is in fake_cuda.hpp.
+#include "fake_cuda.hpp"
 
-#include <pthread.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-namespace {
-
-using CUresult = int;
-using CUdeviceptr = unsigned long long;
-
-constexpr CUresult kSuccess = 0;
-constexpr CUresult kInvalidValue = 1;
-constexpr CUresult kOutOfMemory = 2;
-constexpr CUresult kNotInitialized = 3;
-constexpr CUresult kInvalidDevice = 101;
-constexpr CUresult kInvalidContext = 201;
-constexpr CUresult kInvalidHandle = 400;
-constexpr CUresult kNotFound = 500;
-
-// ---- streams -------------------------------------------------------------
-
-class Stream {
- public:
-  Stream() : worker_([this] { run(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-  void enqueue(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_all();
-  }
-  void synchronize() {
-    std::unique_lock<std::mutex> lock(m_);
-    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
-  }
-
- private:
-  void run() {
-    std::unique_lock<std::mutex> lock(m_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop requested and drained
-      std::function<void()> task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      task();
-      lock.lock();
-      busy_ = false;
-      if (queue_.empty()) idle_.notify_all();
-    }
-  }
-  std::mutex m_;
-  std::condition_variable cv_, idle_;
-  std::deque<std::function<void()>> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::thread worker_;  // last: starts after the members above exist
-};
-
-struct Signal {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  void set() {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      done = true;
-    }
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [this] { return done; });
-  }
-};
-
-// Records and completions of an interprocess event, in memory shared with
-// forked children. Never unmapped: queued work may still write it.
-struct IpcCounters {
-  std::atomic<std::uint64_t> recorded;
-  std::atomic<std::uint64_t> completed;
-};
-
-struct Event {
-  std::mutex m;
-  std::shared_ptr<Signal> last;  // the latest record; null: never recorded
-  IpcCounters* ipc = nullptr;    // interprocess events only
-  std::uint64_t generation = 0;
-};
-
-enum class Kind { device, host, managed };
-struct Allocation {
-  std::size_t size;
-  Kind kind;
-  int device;  // of the context current at allocation
-  std::uint64_t generation = 0;
-  std::size_t mapped = 0;  // device memory: bytes of its shared mapping
-};
-
-// The bytes of the fake's IPC handles (64 in all).
-struct MemHandle {
-  char magic[8];  // "FAKEMEM"
-  std::uint64_t pid, ptr, size, generation;
-  char pad[24];
-};
-struct EventHandle {
-  char magic[8];  // "FAKEEVT"
-  std::uint64_t pid, event, generation;
-  char pad[32];
-};
-static_assert(sizeof(MemHandle) == 64 && sizeof(EventHandle) == 64);
-
-struct State {
-  std::mutex m;
-  // Created streams, live. Shared: a thread freeing memory waits for every
-  // stream while another may destroy its own.
-  std::vector<std::shared_ptr<Stream>> streams;
-  std::map<std::uintptr_t, Allocation> allocations;
-  std::map<std::string, std::pair<CUresult, int>> failures;  // name -> (code, remaining)
-  std::atomic<bool> initialized{false};
-  std::atomic<int> primary_refs{0};
-  std::shared_ptr<Stream> legacy;
-  std::vector<std::shared_ptr<Stream>> per_thread;  // never destroyed (threads end at any time)
-  std::atomic<std::uint64_t> generation{0};
-  std::map<std::uintptr_t, std::uint64_t> ipc_events;  // live interprocess events -> generation
-  std::map<std::uintptr_t, int> ipc_open;               // opened memory handles -> opens
-  std::atomic<int> ipc_opened{0}, ipc_closed{0};
-  std::atomic<int> fork_epoch{0};
-};
+namespace fakecuda {
 
 State& state() {
   static State* s = new State;  // lives for the process: worker threads may outlive static destruction
   return *s;
 }
+
+CUresult injected(const char* name) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.m);
+  auto it = s.failures.find(name);
+  if (it == s.failures.end()) return kSuccess;
+  const CUresult code = it->second.first;
+  if (--it->second.second <= 0) s.failures.erase(it);
+  return code;
+}
+
+namespace {
 
 Stream* legacy_stream() {
   State& s = state();
@@ -210,12 +65,6 @@ Stream* per_thread_stream() {
   return mine;
 }
 
-Stream* resolve(void* handle) {
-  const auto v = reinterpret_cast<std::uintptr_t>(handle);
-  if (v == 0 || v == 1) return legacy_stream();
-  if (v == 2) return per_thread_stream();
-  return static_cast<Stream*>(handle);
-}
 
 // In a forked child the parent's stream workers do not exist: their
 // streams are let go without destroying them (destroying joins the
@@ -249,23 +98,6 @@ void synchronize_all() {
   for (const auto& st : all) st->synchronize();
 }
 
-// A failure injected for `name`, or kSuccess.
-CUresult injected(const char* name) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.failures.find(name);
-  if (it == s.failures.end()) return kSuccess;
-  const CUresult code = it->second.first;
-  if (--it->second.second <= 0) s.failures.erase(it);
-  return code;
-}
-
-#define FAKE_ENTER(name)                                                   \
-  do {                                                                     \
-    if (!state().initialized.load()) return kNotInitialized;               \
-    const CUresult fake_rc_ = injected(name);                              \
-    if (fake_rc_ != kSuccess) return fake_rc_;                             \
-  } while (0)
 
 // The allocation holding [p, p + n), or nullptr.
 bool find_allocation(std::uintptr_t p, std::size_t n, Allocation* out) {
@@ -284,6 +116,12 @@ struct FakeContext {
 };
 FakeContext g_contexts[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 thread_local std::vector<void*> t_context_stack;
+
+}  // namespace
+
+bool has_current_context() { return !t_context_stack.empty(); }
+
+namespace {
 
 // Allocations belong to the current context's device, as on a GPU.
 CUresult allocate(std::size_t bytes, Kind kind, std::uintptr_t* out) {
@@ -332,6 +170,17 @@ int device_count() {
 
 }  // namespace
 
+Stream* resolve(void* handle) {
+  const auto v = reinterpret_cast<std::uintptr_t>(handle);
+  if (v == 0 || v == 1) return legacy_stream();
+  if (v == 2) return per_thread_stream();
+  return static_cast<Stream*>(handle);
+}
+
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
 extern "C" {
 
 // ---- test controls ---------------------------------------------------------
@@ -362,8 +211,6 @@ __attribute__((visibility("default"))) void fake_cuda_ipc_counts(int* opened, in
 }
 
 // ---- the driver API --------------------------------------------------------
-
-#define FAKE_API __attribute__((visibility("default")))
 
 FAKE_API CUresult cuInit(unsigned flags) {
   if (flags != 0) return kInvalidValue;
@@ -630,91 +477,6 @@ FAKE_API CUresult cuEventDestroy_v2(void* event) {
     s.ipc_events.erase(reinterpret_cast<std::uintptr_t>(e));
   }
   delete e;  // queued waits keep their signal (and the counters' page stays)
-  return kSuccess;
-}
-
-FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr p) {
-  FAKE_ENTER("cuMemGetAddressRange_v2");
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.allocations.upper_bound(static_cast<std::uintptr_t>(p));
-  if (it == s.allocations.begin()) return kNotFound;
-  --it;
-  if (p >= it->first + it->second.size) return kNotFound;
-  if (base != nullptr) *base = it->first;
-  if (size != nullptr) *size = it->second.size;
-  return kSuccess;
-}
-
-FAKE_API CUresult cuIpcGetMemHandle(MemHandle* out, CUdeviceptr p) {
-  FAKE_ENTER("cuIpcGetMemHandle");
-  if (out == nullptr) return kInvalidValue;
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.allocations.find(static_cast<std::uintptr_t>(p));
-  if (it == s.allocations.end() || it->second.kind != Kind::device) return kInvalidValue;
-  std::memset(out, 0, sizeof *out);
-  std::memcpy(out->magic, "FAKEMEM", 8);
-  out->pid = static_cast<std::uint64_t>(getpid());
-  out->ptr = p;
-  out->size = it->second.size;
-  out->generation = it->second.generation;
-  return kSuccess;
-}
-
-FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* out, MemHandle handle, unsigned flags) {
-  FAKE_ENTER("cuIpcOpenMemHandle_v2");
-  if (out == nullptr || flags != 1) return kInvalidValue;
-  if (t_context_stack.empty()) return kInvalidContext;
-  if (std::memcmp(handle.magic, "FAKEMEM", 8) != 0) return kInvalidValue;
-  if (handle.pid == static_cast<std::uint64_t>(getpid())) return kInvalidContext;  // as on hardware
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.allocations.find(static_cast<std::uintptr_t>(handle.ptr));
-  if (it == s.allocations.end() || it->second.generation != handle.generation || it->second.kind != Kind::device)
-    return kInvalidHandle;  // freed (or never made) in the exporting process
-  ++s.ipc_open[it->first];
-  s.ipc_opened.fetch_add(1);
-  *out = handle.ptr;
-  return kSuccess;
-}
-
-FAKE_API CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
-  FAKE_ENTER("cuIpcCloseMemHandle");
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.ipc_open.find(static_cast<std::uintptr_t>(p));
-  if (it == s.ipc_open.end()) return kInvalidValue;
-  if (--it->second == 0) s.ipc_open.erase(it);
-  s.ipc_closed.fetch_add(1);
-  return kSuccess;
-}
-
-FAKE_API CUresult cuIpcGetEventHandle(EventHandle* out, void* event) {
-  FAKE_ENTER("cuIpcGetEventHandle");
-  if (out == nullptr || event == nullptr) return kInvalidValue;
-  auto* e = static_cast<Event*>(event);
-  if (e->ipc == nullptr) return kInvalidValue;  // not CU_EVENT_INTERPROCESS
-  std::memset(out, 0, sizeof *out);
-  std::memcpy(out->magic, "FAKEEVT", 8);
-  out->pid = static_cast<std::uint64_t>(getpid());
-  out->event = reinterpret_cast<std::uintptr_t>(e);
-  out->generation = e->generation;
-  return kSuccess;
-}
-
-FAKE_API CUresult cuIpcOpenEventHandle(void** out, EventHandle handle) {
-  FAKE_ENTER("cuIpcOpenEventHandle");
-  if (out == nullptr || std::memcmp(handle.magic, "FAKEEVT", 8) != 0) return kInvalidValue;
-  if (t_context_stack.empty() || handle.pid == static_cast<std::uint64_t>(getpid())) return kInvalidContext;
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.m);
-  auto it = s.ipc_events.find(static_cast<std::uintptr_t>(handle.event));
-  if (it == s.ipc_events.end() || it->second != handle.generation) return kInvalidHandle;
-  auto* theirs = reinterpret_cast<Event*>(static_cast<std::uintptr_t>(handle.event));
-  auto* e = new Event;
-  e->ipc = theirs->ipc;  // the shared counters, mapped at the same address since fork
-  *out = e;
   return kSuccess;
 }
 
