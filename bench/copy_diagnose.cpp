@@ -127,7 +127,7 @@ double load_average() {
 int main(int argc, char** argv) {
   std::string view = "contiguous";
   int calls = 12, threads = 0, parts_per_thread = 0;
-  bool touch = false, no_huge = false, busy = false, verbose = false, no_keep = false, ab = false;
+  bool touch = false, no_huge = false, src_huge = false, dest_order = false, busy = false, verbose = false, no_keep = false, ab = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--view" && i + 1 < argc) view = argv[++i];
@@ -135,6 +135,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--touch") touch = true;
     else if (a == "--no-huge") no_huge = true;
+    else if (a == "--src-huge") src_huge = true;
+    else if (a == "--dest-order") dest_order = true;
     else if (a == "--busy") busy = true;
     else if (a == "--parts") verbose = true;
     else if (a == "--no-keep") no_keep = true;
@@ -142,16 +144,26 @@ int main(int argc, char** argv) {
     else if (a == "--parts-per-thread" && i + 1 < argc) parts_per_thread = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--view contiguous|transposed|reversed] [--calls N] [--threads N] "
-                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab]\n", argv[0]);
+                   "[--touch] [--no-huge] [--src-huge] [--dest-order] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab]\n", argv[0]);
       return 2;
     }
   }
   constexpr std::int64_t k = 4096;
   constexpr std::size_t e = 8;
   const std::size_t n = static_cast<std::size_t>(k * k) * e;
-  std::vector<double> src_store(static_cast<std::size_t>(k * k));
-  for (std::size_t i = 0; i < src_store.size(); ++i) src_store[i] = static_cast<double>(i);
-  const auto* base = reinterpret_cast<const unsigned char*>(src_store.data());
+  // The source: 4 KiB pages by default, like numpy 1.24's arrays here
+  // (malloc, no huge-page advice); --src-huge: a huge-page-advised mapping.
+  std::vector<double> src_store;
+  double* src_data = nullptr;
+  if (src_huge) {
+    src_data = static_cast<double*>(fresh_mapping(n));
+    if (src_data == nullptr) return 1;
+  } else {
+    src_store.resize(static_cast<std::size_t>(k * k));
+    src_data = src_store.data();
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(k * k); ++i) src_data[i] = static_cast<double>(i);
+  const auto* base = reinterpret_cast<const unsigned char*>(src_data);
   std::int64_t shape[2] = {k, k};
   std::int64_t strides[2] = {k, 1};
   const unsigned char* src = base;
@@ -178,10 +190,12 @@ int main(int argc, char** argv) {
   dlb::testing::set_huge_page_advice(!no_huge);
   dlb::testing::set_keep_large_mapping(!no_keep);
   dlb::testing::set_parts_per_thread(parts_per_thread);
+  dlb::testing::set_transpose_source_order(!dest_order);
   const int nthreads = threads > 0 ? threads : 0;
   dlb_set_copy_threads(nthreads);
   const int used = dlb::copy_threads();
-  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s)%s%s%s%s%s, load %.2f\n", view.c_str(), used,
+  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s), source huge pages %lld MiB%s%s%s%s%s, load %.2f\n",
+              view.c_str(), used, static_cast<long long>(anon_huge_kb(base) / 1024),
               touch ? ", pre-touched" : "", no_huge ? ", no huge-page advice" : "", busy ? ", other core busy" : "",
               no_keep ? ", fresh mapping every call" : "",
               parts_per_thread > 0 ? (", " + std::to_string(parts_per_thread) + " parts per thread").c_str() : "",
