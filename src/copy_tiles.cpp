@@ -291,7 +291,9 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
   // Streaming needs every row segment 16-byte aligned.
   const bool stream = nt && L % 16 == 0 && (reinterpret_cast<std::uintptr_t>(dst) & 15u) == 0 && dr % 16 == 0;
   // One tile: destination rows [ti, ti_end), columns [tj, tj_end).
-  auto tile = [&](std::int64_t ti, std::int64_t ti_end, std::int64_t tj, std::int64_t tj_end) {
+  // Inlined into both walks, as the tile body was before it served two.
+  auto tile = [&](std::int64_t ti, std::int64_t ti_end, std::int64_t tj,
+                  std::int64_t tj_end) __attribute__((always_inline)) {
     if (ti_end - ti == T && tj_end - tj == T) {
       const byte* s0 = src + ti * sr + tj * sc;
       // Full tile: every source and destination line is touched once
