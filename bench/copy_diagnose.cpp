@@ -27,12 +27,17 @@
 // Run (release build):
 //   build/rel/bench/copy_diagnose [--view contiguous|transposed|reversed]
 //       [--calls N] [--threads N] [--touch] [--no-huge] [--busy] [--parts]
-//       [--no-keep] [--parts-per-thread N] [--ab]
+//       [--no-keep] [--parts-per-thread N] [--ab] [--src-huge] [--dest-order]
+//       [--ab-order]
 // (--parts: every part's thread, start and end, and faults; --no-keep: no
 // freed destination kept for the next call, every call maps afresh, as
 // before the kept mapping; --parts-per-thread 4: the split into four parts
 // per thread of earlier versions instead of huge-page parts; --ab: three
-// configurations call by call in turn, see Config below, each summed up)
+// configurations call by call in turn, see Config below, each summed up;
+// --src-huge: the source in a huge-page-advised mapping instead of 4 KiB
+// pages; --dest-order: transposes walked in the destination's order and
+// split by destination rows, as in earlier versions; --ab-order: that and
+// the present walk call by call in turn, each summed up)
 #include <dlbridge/dlbridge.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -127,7 +132,8 @@ double load_average() {
 int main(int argc, char** argv) {
   std::string view = "contiguous";
   int calls = 12, threads = 0, parts_per_thread = 0;
-  bool touch = false, no_huge = false, busy = false, verbose = false, no_keep = false, ab = false;
+  bool touch = false, no_huge = false, src_huge = false, dest_order = false, busy = false, verbose = false;
+  bool no_keep = false, ab = false, ab_order = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--view" && i + 1 < argc) view = argv[++i];
@@ -135,23 +141,36 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--touch") touch = true;
     else if (a == "--no-huge") no_huge = true;
+    else if (a == "--src-huge") src_huge = true;
+    else if (a == "--dest-order") dest_order = true;
     else if (a == "--busy") busy = true;
     else if (a == "--parts") verbose = true;
     else if (a == "--no-keep") no_keep = true;
     else if (a == "--ab") ab = true;
+    else if (a == "--ab-order") ab_order = true;
     else if (a == "--parts-per-thread" && i + 1 < argc) parts_per_thread = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--view contiguous|transposed|reversed] [--calls N] [--threads N] "
-                   "[--touch] [--no-huge] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab]\n", argv[0]);
+                   "[--touch] [--no-huge] [--src-huge] [--dest-order] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab] [--ab-order]\n", argv[0]);
       return 2;
     }
   }
   constexpr std::int64_t k = 4096;
   constexpr std::size_t e = 8;
   const std::size_t n = static_cast<std::size_t>(k * k) * e;
-  std::vector<double> src_store(static_cast<std::size_t>(k * k));
-  for (std::size_t i = 0; i < src_store.size(); ++i) src_store[i] = static_cast<double>(i);
-  const auto* base = reinterpret_cast<const unsigned char*>(src_store.data());
+  // The source: 4 KiB pages by default, like numpy 1.24's arrays here
+  // (malloc, no huge-page advice); --src-huge: a huge-page-advised mapping.
+  std::vector<double> src_store;
+  double* src_data = nullptr;
+  if (src_huge) {
+    src_data = static_cast<double*>(fresh_mapping(n));
+    if (src_data == nullptr) return 1;
+  } else {
+    src_store.resize(static_cast<std::size_t>(k * k));
+    src_data = src_store.data();
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(k * k); ++i) src_data[i] = static_cast<double>(i);
+  const auto* base = reinterpret_cast<const unsigned char*>(src_data);
   std::int64_t shape[2] = {k, k};
   std::int64_t strides[2] = {k, 1};
   const unsigned char* src = base;
@@ -178,10 +197,12 @@ int main(int argc, char** argv) {
   dlb::testing::set_huge_page_advice(!no_huge);
   dlb::testing::set_keep_large_mapping(!no_keep);
   dlb::testing::set_parts_per_thread(parts_per_thread);
+  dlb::testing::set_transpose_source_order(!dest_order);
   const int nthreads = threads > 0 ? threads : 0;
   dlb_set_copy_threads(nthreads);
   const int used = dlb::copy_threads();
-  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s)%s%s%s%s%s, load %.2f\n", view.c_str(), used,
+  std::printf("copy_diagnose: 4096x4096 float64 %s, %d thread(s), source huge pages %lld MiB%s%s%s%s%s, load %.2f\n",
+              view.c_str(), used, static_cast<long long>(anon_huge_kb(base) / 1024),
               touch ? ", pre-touched" : "", no_huge ? ", no huge-page advice" : "", busy ? ", other core busy" : "",
               no_keep ? ", fresh mapping every call" : "",
               parts_per_thread > 0 ? (", " + std::to_string(parts_per_thread) + " parts per thread").c_str() : "",
@@ -199,18 +220,26 @@ int main(int argc, char** argv) {
   // that they share the machine's load alike: the split of earlier versions
   // into a fresh mapping, the huge-page split into a fresh mapping, and the
   // huge-page split into the library's allocation (the kept mapping).
+  // --ab-order: the transposes' walk and split of earlier versions
+  // (destination order, parts of destination rows) and the present ones
+  // (source order, parts of source rows), call by call, both into the
+  // library's allocation; with --no-keep, both into fresh mappings.
   struct Config {
     const char* name;
     int parts_per_thread;
     bool fresh;
+    bool dest_order;
   };
   std::vector<Config> configs;
   if (ab) {
-    configs = {{"4 parts per thread, fresh mapping", 4, true},
-               {"huge-page parts, fresh mapping", 0, true},
-               {"huge-page parts, library allocation (kept mapping)", 0, false}};
+    configs = {{"4 parts per thread, fresh mapping", 4, true, dest_order},
+               {"huge-page parts, fresh mapping", 0, true, dest_order},
+               {"huge-page parts, library allocation (kept mapping)", 0, false, dest_order}};
+  } else if (ab_order) {
+    configs = {{"destination order, destination-row parts (before)", parts_per_thread, no_keep, true},
+               {"source order, source-row parts (now)", parts_per_thread, no_keep, false}};
   } else {
-    configs = {{"as set", parts_per_thread, false}};
+    configs = {{"as set", parts_per_thread, false, dest_order}};
   }
   const int ncfg = static_cast<int>(configs.size());
   std::vector<Stats> stats(configs.size());
@@ -218,6 +247,7 @@ int main(int argc, char** argv) {
     const Config& cfg = configs[static_cast<std::size_t>(c % ncfg)];
     Stats& st = stats[static_cast<std::size_t>(c % ncfg)];
     dlb::testing::set_parts_per_thread(cfg.parts_per_thread);
+    dlb::testing::set_transpose_source_order(!cfg.dest_order);
     const auto vm0 = vmstat();
     const std::int64_t f0 = minor_faults();
     const auto t0 = Clock::now();
@@ -310,7 +340,7 @@ int main(int argc, char** argv) {
       k = k == 0 ? 0 : k - 1;
       return v[std::min(k, v.size() - 1)];
     };
-    if (ab) std::printf("%s: ", configs[static_cast<std::size_t>(k)].name);
+    if (ab || ab_order) std::printf("%s: ", configs[static_cast<std::size_t>(k)].name);
     std::printf("summary (%d calls after the first): total median %.2f p90 %.2f ms (touch %.2f, copy %.2f); faults median %.0f; "
                 "huge pages at least %lld MiB; "
                 "THP fallbacks %lld, compaction stalls %lld; threads' finish gap median %.2f max %.2f ms; load %.2f\n",

@@ -41,6 +41,15 @@ int current_isa() noexcept { return g_isa.load(std::memory_order_relaxed); }
 template <std::size_t E>
 void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
                Streaming nt, int isa) noexcept {
+  const int k = transpose_axis(v, e);
+  if (k >= 0) {
+    copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa);
+  } else {
+    copy_rows<E>(src, v, dst_pitch, dst, e, nt.rows, isa);
+  }
+}
+
+int transpose_axis(const View& v, std::size_t e) noexcept {
   const int last = v.n - 1;
   // The outer dimension with the tightest non-zero source stride: if it is
   // tighter than the innermost one, the innermost pair is a transpose.
@@ -56,16 +65,17 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
       }
     }
   }
-  if (k >= 0) {
-    copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa);
-  } else {
-    copy_rows<E>(src, v, dst_pitch, dst, e, nt.rows, isa);
-  }
+  return k;
 }
 
 void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept {
   std::ptrdiff_t dst_pitch[kMaxDims];
   compact_pitches(v, e, dst_pitch);
+  copy_view_pitched(src, v, dst_pitch, dst, e, nt, isa);
+}
+
+void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
+                       Streaming nt, int isa) noexcept {
   if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
     std::memcpy(dst, src, static_cast<std::size_t>(v.shape[0]) * e);
     return;

@@ -5,11 +5,14 @@
 //     are dropped (their strides mean nothing); adjacent dimensions that
 //     walk memory as one (stride[i] == stride[i+1] * shape[i+1]) are merged.
 //     Strides become byte strides from here on.
-//  2. Split large copies (kParallelCopyBytes and up) along the outermost
-//     dimension into parts of about a huge page of destination each
-//     (split_rows, copy_pool.hpp), which the caller and the worker pool
-//     claim one at a time; each part is a view of its own and goes through
-//     step 3.
+//  2. Split large copies (kParallelCopyBytes and up) into parts of about
+//     a huge page each (split_rows, copy_pool.hpp), which the caller and
+//     the worker pool claim one at a time; each part is a view of its own
+//     and goes through step 3. Parts are ranges of the outermost dimension
+//     (destination rows), except for streamed transposes of 4-, 8- and
+//     16-byte elements, whose parts are ranges of the innermost dimension
+//     (source rows): each part then reads a compact block of the source,
+//     in the source's order.
 //  3. Choose a kernel for what is left:
 //     - a single compact run: one memcpy;
 //     - innermost stride == element size: one memcpy per row;
@@ -51,6 +54,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 #include "copy_kernels.hpp"
 #include "copy_pool.hpp"
@@ -85,6 +89,12 @@ const std::size_t kRowStreamingBytes = default_row_streaming_bytes();
 
 std::atomic<std::size_t> g_streaming_bytes{0};  // 0: the default
 std::atomic<std::size_t> g_parallel_bytes{0};   // 0: kParallelCopyBytes
+// The dimension of the normalised view that the last split copy was split
+// along (testing::last_split_axis).
+std::atomic<int> g_last_split_axis{-1};
+// testing::set_transpose_source_order: false for the destination-order
+// walk and row split of earlier versions.
+std::atomic<bool> g_source_order{true};
 
 // Index-by-index copy for views with more dimensions than the scratch
 // holds; recomputes every source offset from the linear index.
@@ -104,30 +114,58 @@ void copy_by_index(const byte* src, std::int32_t ndim, const std::int64_t* shape
   }
 }
 
-// A copy split along the outermost dimension of its view: part p copies
-// the rows [p * chunk, min((p + 1) * chunk, shape[0])).
+// A copy split into parts along one dimension of its view (`axis`: the
+// outermost one, or for a streamed transpose the innermost one): part p
+// copies the indices [p * chunk, min((p + 1) * chunk, shape[axis])) of it
+// into the same place of the compact destination as the whole copy would.
 struct SplitCopy {
   const byte* src;
   const View* v;
+  const std::ptrdiff_t* dst_pitch;
   byte* dst;
   std::size_t e;
   std::int64_t chunk;
-  std::ptrdiff_t dst_pitch0;
+  int axis;
   Streaming nt;
   int isa;
 };
 
 void run_split_part(void* ctx, int part) {
   const SplitCopy& c = *static_cast<const SplitCopy*>(ctx);
+  const std::int64_t extent = c.v->shape[c.axis];
   const std::int64_t a = static_cast<std::int64_t>(part) * c.chunk;
-  const std::int64_t b = a + c.chunk < c.v->shape[0] ? a + c.chunk : c.v->shape[0];
+  const std::int64_t b = a + c.chunk < extent ? a + c.chunk : extent;
   if (a >= b) return;
   View sub = *c.v;
-  sub.shape[0] = b - a;
-  copy_view_any_width(c.src + a * c.v->stride[0], sub, c.dst + a * c.dst_pitch0, c.e, c.nt, c.isa);
+  sub.shape[c.axis] = b - a;
+  copy_view_pitched(c.src + a * c.v->stride[c.axis], sub, c.dst_pitch, c.dst + a * c.dst_pitch[c.axis], c.e, c.nt,
+                    c.isa);
+}
+
+// How a streamed transpose is split along its innermost dimension (the
+// source's rows, walked one band at a time by the tile kernel): parts of
+// about kPartBytes of source each, whole 64-element groups (a multiple of
+// every streamed tile width), at least kMinPartsPerThread per thread.
+// Nothing when v is not a transpose that streams (tiles of 4, 8 or 16
+// bytes: the widths whose kernel walks the source in its own order) or
+// the innermost extent is too short for such parts; the copy is then split
+// by destination rows.
+std::optional<RowSplit> split_transpose_columns(const View& v, std::size_t e, Streaming nt, int threads) noexcept {
+  if (!transpose_in_source_order() || !nt.tiles || (e != 4 && e != 8 && e != 16) || v.n < 2) return std::nullopt;
+  if (transpose_axis(v, e) < 0) return std::nullopt;
+  const std::int64_t cols = v.shape[v.n - 1];
+  std::size_t col_bytes = e;  // destination (and source) bytes per index of the innermost dimension
+  for (int d = 0; d < v.n - 1; ++d) col_bytes *= static_cast<std::size_t>(v.shape[d]);
+  const RowSplit s = split_rows(cols, col_bytes, threads);
+  if (s.rows_per_part % 64 != 0 || s.parts < threads * kMinPartsPerThread) return std::nullopt;
+  return s;
 }
 
 }  // namespace
+
+namespace copy_detail {
+bool transpose_in_source_order() noexcept { return g_source_order.load(std::memory_order_relaxed); }
+}  // namespace copy_detail
 
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, const std::int64_t* shape,
                                 const std::int64_t* strides, std::size_t elem_size, unsigned char* dst) noexcept {
@@ -169,18 +207,28 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   const Streaming nt{isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kTileStreamingBytes),
                      isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes)};
   const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
-  if (threads > 1 && v.shape[0] > 1) {
-    // Parts of about one huge page of destination each, claimed one at a
-    // time (split_rows in copy_pool.hpp).
-    SplitCopy c{src, &v, dst, elem_size, 0, 0, nt, isa};
+  if (threads > 1) {
     std::ptrdiff_t dst_pitch[kMaxDims];
     compact_pitches(v, elem_size, dst_pitch);
-    c.dst_pitch0 = dst_pitch[0];
-    const RowSplit split = split_rows(v.shape[0], static_cast<std::size_t>(dst_pitch[0]), threads);
-    c.chunk = split.rows_per_part;
-    const int parts = split.parts;
-    copy_pool_run(parts, run_split_part, &c);
-    return;
+    SplitCopy c{src, &v, dst_pitch, dst, elem_size, 0, 0, nt, isa};
+    RowSplit split{1, 0};
+    if (const std::optional<RowSplit> cols = split_transpose_columns(v, elem_size, nt, threads)) {
+      // A streamed transpose: parts of about one huge page of source rows
+      // (destination columns) each, every part reading a compact block of
+      // the source in its own order (copy_tiles.cpp).
+      c.axis = v.n - 1;
+      split = *cols;
+    } else if (v.shape[0] > 1) {
+      // Parts of about one huge page of destination rows each.
+      split = split_rows(v.shape[0], static_cast<std::size_t>(dst_pitch[0]), threads);
+    }
+    if (split.parts > 0) {
+      // Claimed one at a time by the caller and the pool (copy_pool.hpp).
+      c.chunk = split.rows_per_part;
+      g_last_split_axis.store(c.axis, std::memory_order_relaxed);
+      copy_pool_run(split.parts, run_split_part, &c);
+      return;
+    }
   }
   copy_view_any_width(src, v, dst, elem_size, nt, isa);
 }
@@ -190,6 +238,8 @@ void set_copy_thresholds(std::size_t parallel_bytes, std::size_t streaming_bytes
   g_parallel_bytes.store(parallel_bytes, std::memory_order_relaxed);
   g_streaming_bytes.store(streaming_bytes, std::memory_order_relaxed);
 }
+void set_transpose_source_order(bool on) noexcept { g_source_order.store(on, std::memory_order_relaxed); }
+int last_split_axis() noexcept { return g_last_split_axis.load(std::memory_order_relaxed); }
 }  // namespace testing
 
 }  // namespace dlb

@@ -39,6 +39,16 @@ int set_copy_isa(int level) noexcept;
 // paths with small views; 0 restores a default. Not for concurrent use
 // with copies.
 void set_copy_thresholds(std::size_t parallel_bytes, std::size_t streaming_bytes) noexcept;
+// The dimension of its normalised view (size-1 dimensions dropped,
+// adjacent ones merged) that the last copy split among the copy threads
+// was split along: 0 (destination rows), the last one (a streamed
+// transpose, split by source rows), or -1 before any split copy.
+int last_split_axis() noexcept;
+// false: streamed transposes are walked in the destination's order and
+// split by destination rows, as in earlier versions (for diagnostics);
+// true (the default): in the source's order, split by source rows. Not
+// for concurrent use with copies.
+void set_transpose_source_order(bool on) noexcept;
 }  // namespace testing
 
 }  // namespace dlb

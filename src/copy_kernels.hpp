@@ -142,6 +142,17 @@ DLB_COPY_WIDTHS(DLB_COPY_DECLARE)
 // The dispatch (copy_dispatch.cpp): v (normalised, strides in bytes) into
 // compact dst with the kernel its strides call for, at ISA level isa.
 void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept;
+// The same into a destination whose dimensions have the byte strides
+// dst_pitch (a part of a larger compact array: v covers a block of it).
+void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
+                       Streaming nt, int isa) noexcept;
+// The outer dimension that copy_view_any_width copies as a transpose with
+// the innermost one (the one with the tightest source stride, when that is
+// tighter than the innermost stride), or -1 when v's rows are gathered.
+int transpose_axis(const View& v, std::size_t e) noexcept;
+// Whether streamed transposes walk the source in its own order (the
+// default; testing::set_transpose_source_order turns it off).
+bool transpose_in_source_order() noexcept;
 // The level copies use now (testing::set_copy_isa changes it).
 int current_isa() noexcept;
 

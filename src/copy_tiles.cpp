@@ -2,7 +2,9 @@
 // source more tightly than the innermost one, copied in tiles of one
 // cache line by one cache line (gathered transposed in SSE2 or AVX2
 // registers, written a line at a time, streamed for large destinations),
-// walked in panels so that the pages in use stay in the TLB.
+// walked in panels so that the pages in use stay in the TLB; streamed
+// transposes of 4-, 8- and 16-byte elements are walked in the source's
+// order instead, one band of source rows after another.
 #include "copy_kernels.hpp"
 
 namespace dlb {
@@ -288,6 +290,84 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
   constexpr std::size_t L = static_cast<std::size_t>(T) * E;
   // Streaming needs every row segment 16-byte aligned.
   const bool stream = nt && L % 16 == 0 && (reinterpret_cast<std::uintptr_t>(dst) & 15u) == 0 && dr % 16 == 0;
+  // One tile: destination rows [ti, ti_end), columns [tj, tj_end).
+  // Inlined into both walks, as the tile body was before it served two.
+  auto tile = [&](std::int64_t ti, std::int64_t ti_end, std::int64_t tj,
+                  std::int64_t tj_end) __attribute__((always_inline)) {
+    if (ti_end - ti == T && tj_end - tj == T) {
+      const byte* s0 = src + ti * sr + tj * sc;
+      // Full tile: every source and destination line is touched once
+      // and used whole, so rows that alias in the cache (power-of-two
+      // pitches) cost nothing extra.
+      byte* d0 = dst + ti * dr + tj * pe;
+      if constexpr (E <= 2) {
+        // 1- and 2-byte tiles read 32 or 64 source lines, more than an
+        // L1 set holds when the pitch is a multiple of 4 KiB: stage
+        // them in a compact scratch first, each line read once. When
+        // streaming, 2-byte tiles are staged too and then transposed
+        // into the scratch that is streamed out (faster for 32 MiB
+        // in BM_TransposedWidth/2); 1-byte tiles were not faster
+        // staged.
+        if (sr == pe && (E == 2 || !stream)) {
+          alignas(64) byte stage[T * T * E];
+          for (std::int64_t j = 0; j < T; ++j) std::memcpy(stage + j * T * pe, s0 + j * sc, T * E);
+          // The AVX2 kernels write 32 or 16 destination rows at once,
+          // too many lines for one L1 set at power-of-two pitches:
+          // they go through the scratch too, which beat both SSE2
+          // and AVX2 straight into the destination in
+          // BM_TransposedWidth4M/1 and /2 (DLB_COPY_ISA=sse2 against
+          // the default reproduces the SSE2 side).
+          const bool direct = !stream && isa < kCopyIsaAvx2;
+          if (direct) {
+            if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe, isa)) return;
+          } else {
+            alignas(64) byte tmp[T * T * E];
+            if (gather_tile_simd<E, T>(tmp, T * pe, stage, pe, T * pe, isa)) {
+              for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
+              return;
+            }
+          }
+        }
+      }
+      // Register transposes straight into the destination; or, when
+      // streaming (or without a kernel for the width), into an
+      // L1-resident scratch whose rows are then written whole. 4-byte
+      // tiles always take the scratch: their kernel writes each of 16
+      // destination lines in four visits, and 16 lines overflow an L1
+      // set at power-of-two pitches (8-byte tiles were slower through
+      // the scratch).
+      if (!stream && E != 4 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) return;
+      alignas(64) byte tmp[T * T * E];
+      if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc, isa)) {
+        for (std::int64_t j = 0; j < T; ++j) {
+          const byte* s = s0 + j * sc;
+          for (std::int64_t i = 0; i < T; ++i) move_elem<E>(tmp + (i * T + j) * pe, s + i * sr);
+        }
+      }
+      for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
+    } else {
+      for (std::int64_t j = tj; j < tj_end; ++j) {
+        const byte* s = src + j * sc;
+        byte* d = dst + j * pe;
+        for (std::int64_t i = ti; i < ti_end; ++i) move_elem<E>(d + i * dr, s + i * sr);
+      }
+    }
+  };
+  if (stream && E >= 4 && transpose_in_source_order()) {
+    // Streamed destinations (32 MiB and more, in no cache): the source is
+    // walked in its own order, a band of T source rows (T destination
+    // columns) at a time from the first destination row to the last, so
+    // that the source is read as T sequential runs that the hardware
+    // prefetchers follow, and every destination line, written whole with
+    // streaming stores, costs no read. Walked in the destination's order,
+    // each tile's T source lines came from T rows a whole pitch apart and
+    // the copy waited on memory (bench/README.md, "Steadiness").
+    for (std::int64_t tj = 0; tj < cols; tj += T) {
+      const std::int64_t tj_end = tj + T < cols ? tj + T : cols;
+      for (std::int64_t ti = 0; ti < rows; ti += T) tile(ti, ti + T < rows ? ti + T : rows, tj, tj_end);
+    }
+    return;
+  }
   for (std::int64_t j0 = 0; j0 < cols; j0 += PW) {
     const std::int64_t j_end = j0 + PW < cols ? j0 + PW : cols;
     for (std::int64_t i0 = 0; i0 < rows; i0 += PR) {
@@ -305,65 +385,7 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
           }
         }
         for (std::int64_t ti = i0; ti < i_end; ti += T) {
-          const std::int64_t ti_end = ti + T < i_end ? ti + T : i_end;
-          if (ti_end - ti == T && tj_end - tj == T) {
-            const byte* s0 = src + ti * sr + tj * sc;
-            // Full tile: every source and destination line is touched once
-            // and used whole, so rows that alias in the cache (power-of-two
-            // pitches) cost nothing extra.
-            byte* d0 = dst + ti * dr + tj * pe;
-            if constexpr (E <= 2) {
-              // 1- and 2-byte tiles read 32 or 64 source lines, more than an
-              // L1 set holds when the pitch is a multiple of 4 KiB: stage
-              // them in a compact scratch first, each line read once. When
-              // streaming, 2-byte tiles are staged too and then transposed
-              // into the scratch that is streamed out (faster for 32 MiB
-              // in BM_TransposedWidth/2); 1-byte tiles were not faster
-              // staged.
-              if (sr == pe && (E == 2 || !stream)) {
-                alignas(64) byte stage[T * T * E];
-                for (std::int64_t j = 0; j < T; ++j) std::memcpy(stage + j * T * pe, s0 + j * sc, T * E);
-                // The AVX2 kernels write 32 or 16 destination rows at once,
-                // too many lines for one L1 set at power-of-two pitches:
-                // they go through the scratch too, which beat both SSE2
-                // and AVX2 straight into the destination in
-                // BM_TransposedWidth4M/1 and /2 (DLB_COPY_ISA=sse2 against
-                // the default reproduces the SSE2 side).
-                const bool direct = !stream && isa < kCopyIsaAvx2;
-                if (direct) {
-                  if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe, isa)) continue;
-                } else {
-                  alignas(64) byte tmp[T * T * E];
-                  if (gather_tile_simd<E, T>(tmp, T * pe, stage, pe, T * pe, isa)) {
-                    for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
-                    continue;
-                  }
-                }
-              }
-            }
-            // Register transposes straight into the destination; or, when
-            // streaming (or without a kernel for the width), into an
-            // L1-resident scratch whose rows are then written whole. 4-byte
-            // tiles always take the scratch: their kernel writes each of 16
-            // destination lines in four visits, and 16 lines overflow an L1
-            // set at power-of-two pitches (8-byte tiles were slower through
-            // the scratch).
-            if (!stream && E != 4 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) continue;
-            alignas(64) byte tmp[T * T * E];
-            if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc, isa)) {
-              for (std::int64_t j = 0; j < T; ++j) {
-                const byte* s = s0 + j * sc;
-                for (std::int64_t i = 0; i < T; ++i) move_elem<E>(tmp + (i * T + j) * pe, s + i * sr);
-              }
-            }
-            for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
-          } else {
-            for (std::int64_t j = tj; j < tj_end; ++j) {
-              const byte* s = src + j * sc;
-              byte* d = dst + j * pe;
-              for (std::int64_t i = ti; i < ti_end; ++i) move_elem<E>(d + i * dr, s + i * sr);
-            }
-          }
+          tile(ti, ti + T < i_end ? ti + T : i_end, tj, tj_end);
         }
       }
     }

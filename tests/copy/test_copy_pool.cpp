@@ -429,3 +429,110 @@ TEST(CopyAlloc, FreedLargeMappingIsReusedButNeverForZeroedMemory) {
   EXPECT_EQ(dlb::testing::kept_mapping_bytes(), 0u);
   dlb::testing::set_keep_large_mapping(true);
 }
+
+namespace {
+
+// view[a][r][c] = src[a * pa + r * pr + c * pc] (elements) of e-byte
+// elements, each element's bytes distinct; copied by the engine and
+// compared with an index-by-index reference. Returns the number of wrong
+// bytes (0 when right).
+std::size_t wrong_bytes_of_copy(std::int64_t a_n, std::int64_t r_n, std::int64_t c_n, std::int64_t pa, std::int64_t pr,
+                                std::int64_t pc, std::size_t e) {
+  const std::int64_t span = (a_n - 1) * pa + (r_n - 1) * pr + (c_n - 1) * pc + 1;
+  std::vector<unsigned char> src(static_cast<std::size_t>(span) * e);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + i / 251);
+  const std::size_t n = static_cast<std::size_t>(a_n * r_n * c_n);
+  std::vector<unsigned char> dst(n * e, 0xEE);
+  std::int64_t shape[3] = {a_n, r_n, c_n};
+  std::int64_t strides[3] = {pa, pr, pc};
+  dlb::copy_strided_to_contiguous(src.data(), 3, shape, strides, e, dst.data());
+  std::size_t wrong = 0;
+  std::size_t o = 0;
+  for (std::int64_t a = 0; a < a_n; ++a) {
+    for (std::int64_t r = 0; r < r_n; ++r) {
+      for (std::int64_t c = 0; c < c_n; ++c, o += e) {
+        const std::size_t s = static_cast<std::size_t>(a * pa + r * pr + c * pc) * e;
+        wrong += std::memcmp(dst.data() + o, src.data() + s, e) != 0;
+      }
+    }
+  }
+  return wrong;
+}
+
+// Streamed (from 4 KiB) and split (from 4 KiB) in the scope.
+struct StreamedThresholds {
+  StreamedThresholds() { dlb::testing::set_copy_thresholds(4096, 4096); }
+  ~StreamedThresholds() {
+    dlb::testing::set_copy_thresholds(0, 0);
+    dlb::testing::set_transpose_source_order(true);
+    dlb_set_copy_threads(0);
+  }
+};
+
+}  // namespace
+
+// A streamed transpose of 4-, 8- or 16-byte elements is split by source
+// rows (the view's innermost dimension): the parts are exactly those of
+// split_rows over that dimension, each run once, every element right, with
+// extents that leave partial tiles and a partial last part, and with an
+// outer dimension walked inside every part. Other widths, copies that do
+// not stream, gathers and the destination-order setting split by
+// destination rows.
+TEST(CopySplit, StreamedTransposeIsSplitBySourceRows) {
+  StreamedThresholds th;
+  struct Case {
+    std::int64_t a, r, c, pa, pr, pc;
+  };
+  const Case cases[] = {
+      {1, 64, 1024, 1, 1, 64},            // a plain transpose, 8 parts of 128 columns
+      {1, 61, 1000, 1, 1, 61},            // partial tiles, partial last part
+      {1, 37, 4100, 1, 1, 40},            // source rows padded
+      {3, 20, 1100, 20 * 1100 + 5, 1, 20},  // an outer dimension in every part
+  };
+  for (const int threads : {2, 3}) {
+    ASSERT_EQ(dlb_set_copy_threads(threads), DLB_OK);
+    for (const Case& k : cases) {
+      for (const std::size_t e : {std::size_t{4}, std::size_t{8}, std::size_t{16}}) {
+        SCOPED_TRACE(testing::Message() << k.a << "x" << k.r << "x" << k.c << ", " << e << "-byte elements, "
+                                        << threads << " threads");
+        std::vector<dlb::testing::PartRecord> rec(4096);
+        dlb::testing::trace_parts(rec.data(), static_cast<int>(rec.size()));
+        EXPECT_EQ(wrong_bytes_of_copy(k.a, k.r, k.c, k.pa, k.pr, k.pc, e), 0u);
+        const int n = dlb::testing::parts_traced();
+        dlb::testing::trace_parts(nullptr, 0);
+        // The normalised view keeps all three dimensions (two when a == 1).
+        EXPECT_EQ(dlb::testing::last_split_axis(), k.a == 1 ? 1 : 2);
+        const dlb::RowSplit s = dlb::split_rows(k.c, static_cast<std::size_t>(k.a * k.r) * e, threads);
+        ASSERT_EQ(n, s.parts);
+        EXPECT_EQ(s.rows_per_part % 64, 0);
+        std::vector<int> seen(static_cast<std::size_t>(n), 0);
+        for (int i = 0; i < n; ++i) {
+          const int p = rec[static_cast<std::size_t>(i)].part;
+          ASSERT_GE(p, 0);
+          ASSERT_LT(p, n);
+          ++seen[static_cast<std::size_t>(p)];
+        }
+        for (int i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<std::size_t>(i)], 1) << "part " << i;
+      }
+      // 1- and 2-byte tiles keep the destination-order walk: split by rows.
+      for (const std::size_t e : {std::size_t{1}, std::size_t{2}}) {
+        EXPECT_EQ(wrong_bytes_of_copy(k.a, k.r, k.c, k.pa, k.pr, k.pc, e), 0u) << e;
+        EXPECT_EQ(dlb::testing::last_split_axis(), 0) << e;
+      }
+      // As in earlier versions: split by destination rows, same result.
+      dlb::testing::set_transpose_source_order(false);
+      EXPECT_EQ(wrong_bytes_of_copy(k.a, k.r, k.c, k.pa, k.pr, k.pc, 8), 0u);
+      EXPECT_EQ(dlb::testing::last_split_axis(), 0);
+      dlb::testing::set_transpose_source_order(true);
+    }
+    // A gather (every other element) streams but is no transpose: rows.
+    EXPECT_EQ(wrong_bytes_of_copy(1, 64, 1024, 1, 2048, 2, 8), 0u);
+    EXPECT_EQ(dlb::testing::last_split_axis(), 0);
+  }
+  // Not streamed (below the streaming size): rows, in the
+  // destination's order.
+  dlb::testing::set_copy_thresholds(4096, 0);
+  ASSERT_EQ(dlb_set_copy_threads(2), DLB_OK);
+  EXPECT_EQ(wrong_bytes_of_copy(1, 64, 1024, 1, 1, 64, 8), 0u);
+  EXPECT_EQ(dlb::testing::last_split_axis(), 0);
+}
