@@ -158,7 +158,7 @@ TEST_F(Storage, DefaultExportsAgreeWithTheExplicitDefaultsForEveryKind) {
   // For each kind of storage, a NULL-options export (the cached plan) and
   // one with dlb_export_options_init's defaults (the planner) give the same
   // status, flags, device and data.
-  std::vector<float> data(8, 1.0f);
+  std::vector<float> data(9, 1.0f);  // 8 elements after a 4-byte offset
   int64_t shape[1] = {8};
   DLTensor view{data.data(), cpu(), 1, f32(), shape, nullptr, 4};
   std::vector<dlb_buffer*> buffers;
