@@ -54,7 +54,13 @@ int main(void) {
     view.dtype = f32;
     view.shape = good_shape;
     if (dlb_buffer_wrap(&view, DLB_BUFFER_READ_ONLY, NULL, NULL, &buf) != DLB_OK) return 1;
-    ok &= show("legacy export of a read-only buffer", dlb_export_legacy(buf, NULL, &legacy), DLB_ERR_READ_ONLY);
+    /* The legacy struct cannot say read-only: by default the export is a
+       writable copy; with copies forbidden it is refused. */
+    dlb_export_options never;
+    dlb_export_options_init(&never);
+    never.copy = DLB_COPY_NEVER;
+    ok &= show("legacy export of a read-only buffer, copies forbidden", dlb_export_legacy(buf, &never, &legacy),
+               DLB_ERR_READ_ONLY);
     dlb_buffer_release(buf);
   }
 

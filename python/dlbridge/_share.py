@@ -106,7 +106,7 @@ def _rebuild_handle(description: bytes, read_only: bool) -> Tensor:
     return open_shared(-1, description, read_only=read_only)
 
 
-def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, bytes, bool]]:
+def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
     # The resource sharer serves a duplicate of the file descriptor to the
     # receiving process once, with every start method (fork, spawn,
     # forkserver); ours is closed at once.
