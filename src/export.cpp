@@ -297,10 +297,17 @@ __attribute__((always_inline)) inline dlb_status plan_default(dlb_buffer* b, boo
   bool stable = true;
   DLB_TRY(make_plan(b, kDefaultOptions, !versioned, true, plan, &stable));
   if (!stable) return DLB_OK;
-  Plan other;
-  bool other_stable = true;
-  const bool same = make_plan(b, kDefaultOptions, versioned, false, &other, &other_stable) == DLB_OK &&
-                    other_stable && other.bits == plan->bits;
+  // For the default options the two kinds differ only for read-only memory
+  // (make_plan's legacy step); for any other buffer the plan holds for both
+  // without planning again (a second plan costs every fresh buffer's first
+  // export, the import + re-export path).
+  bool same = true;
+  if ((b->flags & DLB_BUFFER_READ_ONLY) != 0) {
+    Plan other;
+    bool other_stable = true;
+    same = make_plan(b, kDefaultOptions, versioned, false, &other, &other_stable) == DLB_OK && other_stable &&
+           other.bits == plan->bits;
+  }
   const std::uint64_t kinds = same ? (kCachedVersioned | kCachedLegacy) : versioned ? kCachedVersioned : kCachedLegacy;
   b->default_plan.store(plan->bits | kinds, std::memory_order_relaxed);
   return DLB_OK;
