@@ -15,8 +15,6 @@
 #ifndef DLBRIDGE_TESTS_CUDA_CUDA_FIXTURE_HPP_
 #define DLBRIDGE_TESTS_CUDA_CUDA_FIXTURE_HPP_
 
-// whose DLB_TEST_CUDA_DRIVER names no driver / the toolkit's link stub;
-// Disabled runs in builds with -Dcuda=disabled.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -201,6 +199,20 @@ struct CudaProducer {
     legacy.dl_tensor = t;
     legacy.manager_ctx = this;
     legacy.deleter = [](DLManagedTensor* m) { ++static_cast<CudaProducer*>(m->manager_ctx)->deleted; };
+  }
+};
+
+// A process with no CUDA driver. The library loads libcuda.so.1 by name:
+// where a driver is installed, a process without one cannot be made by the
+// environment, so these tests skip there.
+class NoDriver : public DlbTest {
+ protected:
+  void SetUp() override {
+    DlbTest::SetUp();
+    if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(lib);
+      GTEST_SKIP() << "a CUDA driver (libcuda.so.1) is installed here";
+    }
   }
 };
 

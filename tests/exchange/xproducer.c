@@ -55,6 +55,17 @@ void xexport_free(XExport* e) {
 void xexport_deleter(DLManagedTensorVersioned* self) { xexport_free((XExport*)self->manager_ctx); }
 static void xexport_legacy_deleter(DLManagedTensor* self) { xexport_free((XExport*)self->manager_ctx); }
 
+void xtensor_describe(const XTensor* t, int64_t* shape, int64_t* strides, DLTensor* out) {
+  out->data = t->data;
+  out->device.device_type = kDLCPU;
+  out->device.device_id = 0;
+  out->ndim = t->ndim;
+  out->dtype = t->dtype;
+  out->shape = shape;
+  out->strides = strides;
+  out->byte_offset = 0;
+}
+
 XExport* xexport_new(XTensor* t) {
   XExport* e = (XExport*)calloc(1, sizeof *e);
   if (e == NULL) {
@@ -64,14 +75,7 @@ XExport* xexport_new(XTensor* t) {
   DLTensor* d = &e->mt.dl_tensor;
   memcpy(e->shape, t->shape, sizeof e->shape);
   memcpy(e->strides, t->strides, sizeof e->strides);
-  d->data = t->data;
-  d->device.device_type = kDLCPU;
-  d->device.device_id = 0;
-  d->ndim = t->ndim;
-  d->dtype = t->dtype;
-  d->shape = e->shape;
-  d->strides = e->strides;
-  d->byte_offset = 0;
+  xtensor_describe(t, e->shape, e->strides, d);
   e->mt.version.major = DLPACK_MAJOR_VERSION;
   e->mt.version.minor = DLPACK_MINOR_VERSION;
   e->mt.manager_ctx = e;

@@ -60,6 +60,9 @@ extern PyTypeObject* XTensorType;
 extern PyTypeObject* FrozenXTensorType; /* the same, immutable */
 
 int is_xtensor(PyObject* obj);
+/* The DLTensor of `t`'s elements on the CPU, with the given shape and
+ * strides arrays (the tensor's own, or an export's copies). */
+void xtensor_describe(const XTensor* t, int64_t* shape, int64_t* strides, DLTensor* out);
 
 typedef struct {
   DLManagedTensorVersioned mt;

@@ -104,14 +104,7 @@ static int x_dltensor(void* py_object, DLTensor* out) {
     return -1;
   }
   XTensor* t = (XTensor*)obj;
-  out->data = t->data;
-  out->device.device_type = kDLCPU;
-  out->device.device_id = 0;
-  out->ndim = t->ndim;
-  out->dtype = t->dtype;
-  out->shape = t->shape;
-  out->strides = t->strides;
-  out->byte_offset = 0;
+  xtensor_describe(t, t->shape, t->strides, out);
   return 0;
 }
 
