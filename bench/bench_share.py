@@ -15,8 +15,8 @@ memory (share_memory_()). The receiving side maps or attaches it every
 round, as a consumer of a new tensor would.
 
   dlbridge-queue   a dlbridge.Tensor on a multiprocessing queue (the
-                   ForkingPickler reducer; the file descriptor through the
-                   resource sharer)
+                   ForkingPickler reducer: a ticket for the sender's file,
+                   opened by the worker through /proc)
   dlbridge-socket  dlbridge.share_send / share_recv over a Unix socket
   pickle-copy      the numpy array on a multiprocessing queue (its bytes
                    pickled and piped)

@@ -10,6 +10,8 @@
  *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
  *   _exchange.c the DLPack 1.3 C exchange table, both directions
  *   _share.c    sharing with other processes (dlbridge._share)
+ *   _share_server.c  the memory files of pickled tensors, served to the
+ *               processes that unpickle them (a thread of its own, no GIL)
  *
  * Every function here needs the GIL. Built against the CPython 3.10 limited
  * API (_buffer.c: 3.11, see there). */
@@ -179,5 +181,14 @@ PyObject* dlbpy_share_recv(PyObject* module, PyObject* socket_fd);
 extern const char dlbpy_share_recv_doc[];
 PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused);
 extern const char dlbpy_shared_mappings_doc[];
+
+/* ---- pickled tensors' memory files (_share_server.c) ------------------ */
+
+PyObject* dlbpy_share_serve(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+extern const char dlbpy_share_serve_doc[];
+PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char dlbpy_share_fetch_doc[];
+PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused);
+extern const char dlbpy_share_server_state_doc[];
 
 #endif /* DLBRIDGE_PYTHON_GLUE_H_ */

@@ -291,6 +291,10 @@ static PyMethodDef module_methods[] = {
     {"share_send", (PyCFunction)(void (*)(void))dlbpy_share_send, METH_FASTCALL, dlbpy_share_send_doc},
     {"share_recv", dlbpy_share_recv, METH_O, dlbpy_share_recv_doc},
     {"shared_mappings", dlbpy_shared_mappings, METH_NOARGS, dlbpy_shared_mappings_doc},
+    {"share_serve", (PyCFunction)(void (*)(void))dlbpy_share_serve, METH_FASTCALL, dlbpy_share_serve_doc},
+    {"share_fetch", (PyCFunction)(void (*)(void))dlbpy_share_fetch, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_share_fetch_doc},
+    {"share_server_state", dlbpy_share_server_state, METH_NOARGS, dlbpy_share_server_state_doc},
     {NULL, NULL, 0, NULL},
 };
 

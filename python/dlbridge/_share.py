@@ -14,6 +14,8 @@ sharing.
 * ``multiprocessing`` queues, pipes and pools (``ForkingPickler``) carry a
   ``dlbridge.Tensor`` as its memory file, with every start method: the
   receiving process maps the same memory, and writes are seen both ways.
+  The pickle holds a ticket for a file descriptor that this process keeps
+  (``_share_server.c``; docs/sharing.md says how it is handed over).
   A tensor that is not in shared memory yet is copied once into it.
   Plain :func:`pickle.dumps` still refuses a tensor: bytes may leave the
   machine, a memory file cannot.
@@ -102,23 +104,41 @@ def _rebuild(dup: Any, description: bytes, read_only: bool) -> Tensor:
         os.close(fd)
 
 
+def _rebuild_served(ticket: bytes, description: bytes, read_only: bool) -> Tensor:
+    return _glue.share_fetch(ticket, description, read_only=read_only)
+
+
 def _rebuild_handle(description: bytes, read_only: bool) -> Tensor:
     return open_shared(-1, description, read_only=read_only)
 
 
-def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
-    # The resource sharer serves a duplicate of the file descriptor to the
-    # receiving process once, with every start method (fork, spawn,
-    # forkserver); ours is closed at once.
-    from multiprocessing import resource_sharer
+# False: every tensor's file descriptor goes through multiprocessing's
+# resource sharer (what this process does anyway where it cannot run the
+# server); for tests.
+_SERVE = True
 
+
+def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
+    # The file descriptor stays with this process's server
+    # (_share_server.c), and the pickle carries a ticket for it: the
+    # receiving process opens the file through /proc, or asks the server
+    # for it, with every start method (fork, spawn, forkserver). Where the
+    # server cannot run, multiprocessing's resource sharer serves a
+    # duplicate once, over a connection per tensor.
     fd, description = descriptor(tensor, copy=True, read_only=tensor.readonly)
     if fd == -1:  # CUDA IPC: the description names the memory by handle
         return _rebuild_handle, (description, tensor.readonly)
     try:
+        ticket = _glue.share_serve(fd, description) if _SERVE else None
+        if ticket is not None:
+            fd = -1  # the server's now
+            return _rebuild_served, (ticket, description, tensor.readonly)
+        from multiprocessing import resource_sharer
+
         dup = resource_sharer.DupFd(fd)
     finally:
-        os.close(fd)
+        if fd != -1:
+            os.close(fd)
     return _rebuild, (dup, description, tensor.readonly)
 
 

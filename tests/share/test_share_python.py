@@ -42,27 +42,50 @@ def shared_maps():
         return sum("memfd:dlbridge-shared" in line for line in f)
 
 
+def server_state():
+    """(tickets held, connections served) of this process's ticket server."""
+    return dlbridge._glue.share_server_state()[:2]
+
+
+def settle(want, timeout=10.0):
+    """Waits for the ticket server to reach `want`: it closes what a
+    receiver released, or a connection whose peer exited, on its own
+    thread, a moment after the receiver's side is done."""
+    deadline = time.monotonic() + timeout
+    while server_state() != want and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return server_state()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def process_wide_helpers():
-    """Starts what multiprocessing keeps for the whole process (the resource
-    sharer's listener, the fork server), so that the per-test counts see
-    only what a test leaves."""
+    """Starts what multiprocessing and dlbridge keep for the whole process
+    (the resource sharer's listener, the fork server, dlbridge's ticket
+    server and this process's connection to it), so that the per-test
+    counts see only what a test leaves."""
     from multiprocessing import forkserver, resource_sharer
+    from multiprocessing.reduction import ForkingPickler
 
     fd = os.dup(0)
     dup = resource_sharer.DupFd(fd)  # served to ourselves at once
     os.close(fd)
     os.close(dup.detach())
     forkserver.ensure_running()
+    t = dlbridge.share(np.zeros(1, dtype=np.float32))
+    ForkingPickler.loads(ForkingPickler.dumps(t))
+    del t
+    settle((0, 1))
     yield
 
 
 @pytest.fixture(autouse=True)
 def nothing_left(process_wide_helpers):
     gc.collect()
+    served = settle((0, 1))
     start = (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds())
     yield
     gc.collect()
+    assert settle(served) == served
     assert (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds()) == start
 
 
@@ -203,6 +226,152 @@ def test_pool_with_a_copy_into_shared_memory():
     t = dlbridge.from_dlpack(np.arange(100, dtype=np.float32))  # not shared: one copy when pickled
     with mp.get_context("spawn").Pool(1) as pool:
         assert pool.apply(_pool_sum, (t,)) == 4950.0
+    del t
+
+
+# ---------------------------------------------------------------------------
+# Tickets: how a pickled tensor's memory file reaches its receiver
+# ---------------------------------------------------------------------------
+
+
+def _pickled(t):
+    from multiprocessing.reduction import ForkingPickler
+
+    return bytes(ForkingPickler.dumps(t))
+
+
+def _unpickled(data):
+    from multiprocessing.reduction import ForkingPickler
+
+    return ForkingPickler.loads(data)
+
+
+def test_a_pickled_tensor_carries_a_ticket_taken_once():
+    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    data = _pickled(t)
+    assert server_state() == (1, 1)  # the server holds the file for the ticket
+    u = _unpickled(data)  # the file opened through /proc
+    torch.from_dlpack(u)[0] = 9.0
+    assert element(t, 0) == 9.0 and u.data_ptr != t.data_ptr  # another mapping, the same memory
+    assert settle((0, 1)) == (0, 1)  # taken: the server closed its descriptor
+    with pytest.raises(dlbridge.Error) as e:
+        _unpickled(data)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "received already" in str(e.value)
+    del u, t
+
+
+def test_the_server_hands_the_file_over_where_proc_is_closed():
+    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    rebuild, (ticket, description, read_only) = dlbridge._share._reduce(t)
+    assert rebuild is dlbridge._share._rebuild_served and not read_only
+    u = dlbridge._glue.share_fetch(ticket, description, via_proc=False)
+    assert element(u, 3) == 3.0 and server_state() == (0, 1)  # handed over before the answer
+    with pytest.raises(dlbridge.Error) as e:
+        dlbridge._glue.share_fetch(ticket, description, via_proc=False)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "received already" in str(e.value)
+    for bad, what in [(ticket[:-1], "wrong size"), (b"XXXX" + ticket[4:], "magic"), (b"", "wrong size")]:
+        with pytest.raises(dlbridge.Error) as e:
+            dlbridge._glue.share_fetch(bad, description)
+        assert e.value.status_name == "DLB_ERR_MALFORMED" and what in str(e.value)
+    del u, t
+
+
+def test_without_the_server_the_resource_sharer_carries_the_file(monkeypatch):
+    monkeypatch.setattr(dlbridge._share, "_SERVE", False)
+    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    rebuild, args = dlbridge._share._reduce(t)
+    assert rebuild is dlbridge._share._rebuild and server_state() == (0, 1)
+    u = rebuild(*args)  # served by the resource sharer, to ourselves
+    torch.from_dlpack(u)[1] = -2.0
+    assert element(t, 1) == -2.0
+    del u, t
+
+
+def test_a_ticket_whose_sender_exited_is_refused():
+    r, w = os.pipe()
+
+    def sender():
+        os.close(r)
+        data = _pickled(dlbridge.share(np.ones(8, dtype=np.float32)))
+        os.write(w, len(data).to_bytes(4, "little") + data)
+        return 0  # exits without serving it
+
+    pid = _fork(sender)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        n = int.from_bytes(f.read(4), "little")
+        data = f.read(n)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    with pytest.raises(dlbridge.Error) as e:
+        _unpickled(data)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "exited" in str(e.value)
+
+
+def test_a_forked_child_serves_its_own_and_takes_the_parents():
+    t = dlbridge.share(np.arange(16, dtype=np.float32))
+    data = _pickled(t)
+
+    def child():
+        if dlbridge._glue.share_server_state() != (0, 0, 0, False):
+            return 2  # the parent's server, tickets or connections came along
+        u = _unpickled(data)  # from the parent's server
+        if element(u, 15) != 15.0:
+            return 3
+        mine = _pickled(dlbridge.share(np.zeros(2, dtype=np.float32)))
+        if dlbridge._glue.share_server_state()[:2] != (1, 0) or _unpickled(mine).shape != (2,):
+            return 4
+        return 0
+
+    pid = _fork(child)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert settle((0, 1)) == (0, 1)  # the child took the ticket; its connection closed with it
+    del t
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
+def test_another_user_gets_neither_the_file_nor_the_server():
+    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    data = _pickled(t)
+
+    def stranger():
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            _unpickled(data)
+        except dlbridge.Error as e:
+            return 0 if e.status_name == "DLB_ERR_DELETED" and "user" in str(e) else 2
+        return 1
+
+    pid = _fork(stranger)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert server_state()[0] == 1  # still held for a receiver that may have it
+    assert element(_unpickled(data), 2) == 2.0
+    del t
+
+
+def test_threads_unpickling_from_one_sender_at_once():
+    import threading
+
+    t = dlbridge.share(np.arange(64, dtype=np.float32))
+    datas = [_pickled(t) for _ in range(400)]
+    bad = []
+
+    def work(chunk):
+        for d in chunk:
+            u = _unpickled(d)
+            if element(u, 63) != 63.0:
+                bad.append(d)
+
+    threads = [threading.Thread(target=work, args=(datas[i::4],)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not bad
+    assert settle((0, 1)) == (0, 1)
     del t
 
 

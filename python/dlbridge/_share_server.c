@@ -1,0 +1,576 @@
+/* Handing the memory file of a pickled tensor to the process that unpickles
+ * it (dlbridge._share's multiprocessing reducer), without a connection per
+ * tensor.
+ *
+ * Pickling (share_serve): the sending process keeps the file descriptor in
+ * its table under a random 16-byte token, and the pickle carries a ticket:
+ * the sender's pid, the descriptor's number there, the file's device and
+ * inode, the token, and the name of the sender's server socket.
+ *
+ * Unpickling (share_fetch): the receiver opens /proc/<pid>/fd/<number>
+ * (allowed to a process of the same user that may inspect the sender),
+ * checks that the file it got is the one the ticket names (device, inode),
+ * maps it, and tells the sender's server, in one message it does not wait
+ * for, that the token is taken; the server closes its descriptor. Where
+ * /proc is not open to it, the receiver asks the server for the descriptor
+ * instead ('F'), and the server sends it with the description through
+ * dlb_share_send (SCM_RIGHTS).
+ *
+ * The server is a thread of the library's own (no Python, no GIL), started
+ * by the first share_serve, on a SOCK_SEQPACKET socket in the abstract
+ * namespace (nothing on disk), named dlbridge-<pid>-<nonce>, accepting only
+ * peers of its own user (or root). Receivers keep one connection to each
+ * sender they met, closed when that sender has gone.
+ *
+ * Messages to the server: 17 bytes, 'R' (taken) or 'F' (fetch) and the
+ * token. The answer to 'F' is one dlb_share_send message, or an empty
+ * message for a token the server does not hold (taken already, or never
+ * served). A ticket that is never unpickled keeps its descriptor in the
+ * sender until that process exits, as multiprocessing's resource sharer
+ * does.
+ *
+ * After fork() the child has no server thread: its copies of the server's
+ * descriptors and of the receiver's connections are closed, and it starts a
+ * server of its own when it first pickles a tensor. */
+#define _GNU_SOURCE /* struct ucred, accept4 */
+#include "_glue.h"
+
+#include <dlbridge/share.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define TOKEN_SIZE 16
+#define MESSAGE_SIZE (1 + TOKEN_SIZE)
+#define TICKET_VERSION 1u
+
+/* The ticket's bytes, in this machine's byte order (it never leaves the
+ * machine: the file descriptor cannot). */
+typedef struct ticket {
+  char magic[4]; /* "DLBT" */
+  uint32_t version;
+  int32_t pid;
+  int32_t fd;
+  uint64_t dev;
+  uint64_t ino;
+  uint64_t nonce; /* names the server's socket with pid */
+  unsigned char token[TOKEN_SIZE];
+} ticket;
+
+static socklen_t socket_name(struct sockaddr_un* a, int32_t pid, uint64_t nonce) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  /* sun_path[0] == 0: the abstract namespace */
+  const int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "dlbridge-%d-%016llx", (int)pid,
+                         (unsigned long long)nonce);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static int random_bytes(void* out, size_t n) {
+  unsigned char* p = out;
+  while (n > 0) {
+    const ssize_t got = getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sender's server                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct served {
+  unsigned char token[TOKEN_SIZE];
+  int fd;
+  uint32_t size;
+  unsigned char* description; /* malloc'd copy */
+} served;
+
+/* Everything below is under srv_mutex, except that the server thread reads
+ * srv_polls without it (only it and the fork child handler change it, and
+ * the handler runs in a child where the thread does not exist). */
+static pthread_mutex_t srv_mutex = PTHREAD_MUTEX_INITIALIZER;
+static int srv_running;      /* 1: a server of this process runs; -1: it cannot */
+static uint64_t srv_nonce;
+static served* srv_items;
+static size_t srv_count, srv_cap;
+static struct pollfd* srv_polls; /* [0]: the listening socket; then connections */
+static size_t srv_npolls, srv_polls_cap;
+
+static void served_free(served* s) {
+  if (s->fd >= 0) close(s->fd);
+  free(s->description);
+  s->fd = -1;
+  s->description = NULL;
+}
+
+/* Takes the entry of `token` out of the table into *out; 0 if absent. */
+static int srv_take(const unsigned char* token, served* out) {
+  int found = 0;
+  pthread_mutex_lock(&srv_mutex);
+  for (size_t i = 0; i < srv_count; ++i) {
+    if (memcmp(srv_items[i].token, token, TOKEN_SIZE) == 0) {
+      *out = srv_items[i];
+      srv_items[i] = srv_items[--srv_count];
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&srv_mutex);
+  return found;
+}
+
+static void srv_accept(int listener) {
+  const int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+  if (c < 0) return;
+  struct ucred peer;
+  socklen_t len = sizeof peer;
+  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || (peer.uid != geteuid() && peer.uid != 0)) {
+    close(c);
+    return;
+  }
+  pthread_mutex_lock(&srv_mutex);
+  if (srv_npolls == srv_polls_cap) {
+    const size_t cap = srv_polls_cap * 2;
+    struct pollfd* grown = realloc(srv_polls, cap * sizeof *grown);
+    if (grown == NULL) {
+      pthread_mutex_unlock(&srv_mutex);
+      close(c);
+      return;
+    }
+    srv_polls = grown;
+    srv_polls_cap = cap;
+  }
+  srv_polls[srv_npolls].fd = c;
+  srv_polls[srv_npolls].events = POLLIN;
+  srv_polls[srv_npolls].revents = 0;
+  ++srv_npolls;
+  pthread_mutex_unlock(&srv_mutex);
+}
+
+/* One message from a connection; -1 when the connection is to be closed. */
+static int srv_answer(int c) {
+  unsigned char m[MESSAGE_SIZE + 1];
+  const ssize_t n = recv(c, m, sizeof m, 0);
+  if (n < 0 && errno == EINTR) return 0;
+  if (n != MESSAGE_SIZE || (m[0] != 'R' && m[0] != 'F')) return -1; /* closed, or not ours */
+  served s;
+  const int found = srv_take(m + 1, &s);
+  if (m[0] == 'R') {
+    if (found) served_free(&s);
+    return 0;
+  }
+  int status = 0;
+  if (found) {
+    dlb_share_descriptor d;
+    d.fd = s.fd;
+    d.size = s.size;
+    memcpy(d.description, s.description, s.size);
+    if (dlb_share_send(c, &d) != DLB_OK) status = -1;
+    served_free(&s);
+  } else if (send(c, "", 0, MSG_NOSIGNAL) < 0) {
+    status = -1;
+  }
+  return status;
+}
+
+static void* srv_loop(void* unused) {
+  (void)unused;
+  for (;;) {
+    const int n = poll(srv_polls, (nfds_t)srv_npolls, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return NULL;
+    }
+    if (srv_polls[0].revents & POLLIN) srv_accept(srv_polls[0].fd);
+    for (size_t i = srv_npolls; i-- > 1;) {
+      const short r = srv_polls[i].revents;
+      if (r == 0) continue;
+      if (!(r & POLLIN) || srv_answer(srv_polls[i].fd) != 0) {
+        pthread_mutex_lock(&srv_mutex);
+        close(srv_polls[i].fd);
+        srv_polls[i] = srv_polls[--srv_npolls];
+        pthread_mutex_unlock(&srv_mutex);
+      }
+    }
+  }
+}
+
+/* Starts this process's server; 0, or -1 when it cannot run here. Called
+ * under srv_mutex. */
+static int srv_start_locked(void) {
+  if (srv_running != 0) return srv_running > 0 ? 0 : -1;
+  srv_running = -1;
+  uint64_t nonce;
+  if (random_bytes(&nonce, sizeof nonce) != 0) return -1;
+  const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (listener < 0) return -1;
+  struct sockaddr_un a;
+  const socklen_t len = socket_name(&a, (int32_t)getpid(), nonce);
+  if (bind(listener, (struct sockaddr*)&a, len) != 0 || listen(listener, 64) != 0) {
+    close(listener);
+    return -1;
+  }
+  srv_polls_cap = 8;
+  srv_polls = malloc(srv_polls_cap * sizeof *srv_polls);
+  if (srv_polls == NULL) {
+    close(listener);
+    return -1;
+  }
+  srv_polls[0].fd = listener;
+  srv_polls[0].events = POLLIN;
+  srv_polls[0].revents = 0;
+  srv_npolls = 1;
+  /* The thread takes no signal: they stay the interpreter's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread;
+  const int made = pthread_create(&thread, NULL, srv_loop, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (made != 0) {
+    close(listener);
+    free(srv_polls);
+    srv_polls = NULL;
+    srv_npolls = srv_polls_cap = 0;
+    return -1;
+  }
+  pthread_detach(thread);
+  srv_nonce = nonce;
+  srv_running = 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The receiver's connections                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct peer_link {
+  int32_t pid;
+  uint64_t nonce;
+  int fd;
+  int busy; /* a thread is talking on it (outside cli_mutex) */
+} peer_link;
+
+static pthread_mutex_t cli_mutex = PTHREAD_MUTEX_INITIALIZER;
+static peer_link* cli_links;
+static size_t cli_count, cli_cap;
+
+static int link_connect(int32_t pid, uint64_t nonce) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un a;
+  const socklen_t len = socket_name(&a, pid, nonce);
+  while (connect(fd, (struct sockaddr*)&a, len) != 0) {
+    if (errno == EINTR) continue;
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+/* Closes the idle connections whose server has gone. Under cli_mutex. */
+static void cli_prune_locked(void) {
+  for (size_t i = cli_count; i-- > 0;) {
+    if (cli_links[i].busy) continue;
+    struct pollfd p = {cli_links[i].fd, POLLIN, 0};
+    if (poll(&p, 1, 0) > 0) { /* readable or hung up: only an ended server writes unasked */
+      close(cli_links[i].fd);
+      cli_links[i] = cli_links[--cli_count];
+    }
+  }
+}
+
+/* A connection to the server of (pid, nonce), marked busy: *slot is its
+ * index in cli_links, or -1 for a connection of its own that the caller
+ * closes (another thread is using the cached one, or there is no room).
+ * -1 with errno set when the server cannot be reached. */
+static int cli_acquire(int32_t pid, uint64_t nonce, long* slot) {
+  pthread_mutex_lock(&cli_mutex);
+  for (size_t i = 0; i < cli_count; ++i) {
+    if (cli_links[i].pid == pid && cli_links[i].nonce == nonce) {
+      if (cli_links[i].busy) break;
+      cli_links[i].busy = 1;
+      *slot = (long)i;
+      const int fd = cli_links[i].fd;
+      pthread_mutex_unlock(&cli_mutex);
+      return fd;
+    }
+  }
+  cli_prune_locked();
+  const int fd = link_connect(pid, nonce);
+  *slot = -1;
+  if (fd >= 0) {
+    int cached = 0;
+    for (size_t i = 0; i < cli_count; ++i) cached |= cli_links[i].pid == pid && cli_links[i].nonce == nonce;
+    if (!cached && cli_count == cli_cap) {
+      const size_t cap = cli_cap ? cli_cap * 2 : 8;
+      peer_link* grown = realloc(cli_links, cap * sizeof *grown);
+      if (grown != NULL) {
+        cli_links = grown;
+        cli_cap = cap;
+      }
+    }
+    if (!cached && cli_count < cli_cap) {
+      cli_links[cli_count] = (peer_link){pid, nonce, fd, 1};
+      *slot = (long)cli_count++;
+    }
+  }
+  pthread_mutex_unlock(&cli_mutex);
+  return fd;
+}
+
+/* Gives the connection back; `broken` closes it. */
+static void cli_release(long slot, int fd, int broken) {
+  if (slot < 0) {
+    close(fd);
+    return;
+  }
+  pthread_mutex_lock(&cli_mutex);
+  if (broken) {
+    close(fd);
+    cli_links[slot] = cli_links[--cli_count];
+  } else {
+    cli_links[slot].busy = 0;
+  }
+  pthread_mutex_unlock(&cli_mutex);
+}
+
+/* ------------------------------------------------------------------------ */
+/* fork()                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&cli_mutex);
+  pthread_mutex_lock(&srv_mutex);
+}
+
+static void fork_parent(void) {
+  pthread_mutex_unlock(&srv_mutex);
+  pthread_mutex_unlock(&cli_mutex);
+}
+
+static void fork_child(void) {
+  for (size_t i = 0; i < srv_npolls; ++i) close(srv_polls[i].fd);
+  srv_npolls = 0;
+  for (size_t i = 0; i < srv_count; ++i) served_free(&srv_items[i]);
+  srv_count = 0;
+  srv_running = 0;
+  free(srv_polls);
+  srv_polls = NULL;
+  srv_polls_cap = 0;
+  for (size_t i = 0; i < cli_count; ++i) close(cli_links[i].fd);
+  cli_count = 0;
+  pthread_mutex_unlock(&srv_mutex);
+  pthread_mutex_unlock(&cli_mutex);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* ------------------------------------------------------------------------ */
+/* Python                                                                   */
+/* ------------------------------------------------------------------------ */
+
+PyObject* dlbpy_share_serve(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  (void)module;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "share_serve() takes a file descriptor and a description");
+    return NULL;
+  }
+  const long fd = PyLong_AsLong(args[0]);
+  if (fd == -1 && PyErr_Occurred()) return NULL;
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(args[1], &bytes, &size) != 0) return NULL;
+  if (fd < 0 || fd > INT32_MAX) return dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, "share_serve: fd is not a file descriptor");
+  if (size <= 0 || size > DLB_SHARE_DESCRIPTION_MAX)
+    return dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, "share_serve: the description's size is out of range");
+  struct stat st;
+  if (fstat((int)fd, &st) != 0) return dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, "share_serve: fstat of fd failed");
+  ticket t;
+  memset(&t, 0, sizeof t);
+  memcpy(t.magic, "DLBT", 4);
+  t.version = TICKET_VERSION;
+  t.pid = (int32_t)getpid();
+  t.fd = (int32_t)fd;
+  t.dev = (uint64_t)st.st_dev;
+  t.ino = (uint64_t)st.st_ino;
+  served s;
+  s.fd = (int)fd;
+  s.size = (uint32_t)size;
+  s.description = malloc((size_t)size);
+  if (s.description == NULL || random_bytes(s.token, TOKEN_SIZE) != 0) {
+    free(s.description);
+    return PyErr_NoMemory();
+  }
+  memcpy(s.description, bytes, (size_t)size);
+  memcpy(t.token, s.token, TOKEN_SIZE);
+  pthread_once(&fork_once, fork_register);
+  pthread_mutex_lock(&srv_mutex);
+  int ok = srv_start_locked() == 0;
+  if (ok && srv_count == srv_cap) {
+    const size_t cap = srv_cap ? srv_cap * 2 : 16;
+    served* grown = realloc(srv_items, cap * sizeof *grown);
+    if (grown != NULL) {
+      srv_items = grown;
+      srv_cap = cap;
+    }
+    ok = srv_count < srv_cap;
+  }
+  if (ok) {
+    srv_items[srv_count++] = s;
+    t.nonce = srv_nonce;
+  }
+  pthread_mutex_unlock(&srv_mutex);
+  if (!ok) {
+    free(s.description);
+    Py_RETURN_NONE; /* the caller keeps fd and passes it another way */
+  }
+  return PyBytes_FromStringAndSize((const char*)&t, sizeof t);
+}
+const char dlbpy_share_serve_doc[] =
+    "share_serve(fd, description, /) -> bytes | None\n--\n\n"
+    "Keeps fd (a shared tensor's memory file) for the process that will unpickle\n"
+    "the ticket returned; fd is the server's from now on. None when this process\n"
+    "cannot run the server (no abstract Unix sockets here): fd stays the caller's.";
+
+/* Whether the other end of a connection has closed it. */
+static int hung_up(int fd) {
+  struct pollfd p = {fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/* Opens the ticket's file through /proc; -1 when that is not allowed or
+ * gives another file. */
+static int open_by_proc(const ticket* t, int read_only) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)t->pid, (int)t->fd);
+  const int fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != t->dev || (uint64_t)st.st_ino != t->ino) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"read_only", "via_proc"};
+  PyObject* values[2];
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "share_fetch() takes a ticket and a description");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("share_fetch", args + 2, 0, kwnames, names, 2, values) != 0) return NULL;
+  const int read_only = values[0] != NULL ? PyObject_IsTrue(values[0]) : 0;
+  const int via_proc = values[1] != NULL ? PyObject_IsTrue(values[1]) : 1;
+  if (read_only < 0 || via_proc < 0) return NULL;
+  char* tb = NULL;
+  Py_ssize_t tsize = 0;
+  char* db = NULL;
+  Py_ssize_t dsize = 0;
+  if (PyBytes_AsStringAndSize(args[0], &tb, &tsize) != 0 || PyBytes_AsStringAndSize(args[1], &db, &dsize) != 0)
+    return NULL;
+  ticket t;
+  if (tsize != (Py_ssize_t)sizeof t) return dlbpy_raise_error(DLB_ERR_MALFORMED, "share_fetch: not a share ticket (wrong size)");
+  memcpy(&t, tb, sizeof t);
+  if (memcmp(t.magic, "DLBT", 4) != 0 || t.version != TICKET_VERSION)
+    return dlbpy_raise_error(DLB_ERR_MALFORMED, "share_fetch: not a share ticket of this dlbridge (magic or version)");
+  const uint64_t flags = read_only ? DLB_SHARE_READ_ONLY : 0;
+  dlb_buffer* buffer = NULL;
+  dlb_status s = DLB_OK;
+  char text[192];
+  text[0] = 0;
+  Py_BEGIN_ALLOW_THREADS
+  int fd = via_proc ? open_by_proc(&t, read_only) : -1;
+  long slot = -1;
+  const int link_fd = cli_acquire(t.pid, t.nonce, &slot);
+  unsigned char m[MESSAGE_SIZE];
+  memcpy(m + 1, t.token, TOKEN_SIZE);
+  if (fd >= 0) {
+    s = dlb_buffer_open_shared(fd, db, (size_t)dsize, flags, &buffer);
+    close(fd);
+    if (link_fd >= 0) { /* taken: the server may close its descriptor (no answer awaited) */
+      m[0] = 'R';
+      cli_release(slot, link_fd, send(link_fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m);
+    }
+  } else if (link_fd < 0) {
+    s = DLB_ERR_DELETED;
+    snprintf(text, sizeof text,
+             "the tensor's sending process (pid %d) no longer serves it: it has exited (connecting: %s)", (int)t.pid,
+             strerror(errno));
+  } else {
+    m[0] = 'F';
+    dlb_share_descriptor d;
+    int broken = send(link_fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
+    if (!broken) {
+      s = dlb_share_recv(link_fd, &d);
+      /* An empty message is the server's "not held"; the end of the stream
+       * looks the same to dlb_share_recv, and hangs up the socket. */
+      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(link_fd));
+    }
+    cli_release(slot, link_fd, broken);
+    if (broken && s != DLB_ERR_MALFORMED) { /* hung up or reset; a garbled answer keeps its status */
+      s = DLB_ERR_DELETED;
+      snprintf(text, sizeof text,
+               "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
+               "process of this user", (int)t.pid);
+    } else if (s == DLB_OK && d.fd < 0 && d.size == 0) {
+      s = DLB_ERR_DELETED;
+      snprintf(text, sizeof text,
+               "the tensor's sending process (pid %d) no longer holds it: it was received already", (int)t.pid);
+    } else if (s == DLB_OK) {
+      s = dlb_buffer_open_shared(d.fd, d.description, d.size, flags, &buffer);
+      dlb_share_descriptor_close(&d);
+    }
+  }
+  Py_END_ALLOW_THREADS
+  if (text[0] != 0) return dlbpy_raise_error(s, text);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);
+}
+const char dlbpy_share_fetch_doc[] =
+    "share_fetch(ticket, description, /, *, read_only=False, via_proc=True) -> Tensor\n--\n\n"
+    "The tensor a ticket of share_serve() names, mapped in this process: its file\n"
+    "opened through /proc/<pid>/fd/<n> (via_proc, where allowed) or handed over\n"
+    "by the sender's server. Raises dlbridge.Error DLB_ERR_DELETED when the\n"
+    "sender no longer holds it, DLB_ERR_MALFORMED for bytes that are no ticket.";
+
+PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  pthread_mutex_lock(&srv_mutex);
+  const long long pending = (long long)srv_count;
+  const long long connections = srv_npolls > 0 ? (long long)srv_npolls - 1 : 0;
+  const int running = srv_running > 0;
+  pthread_mutex_unlock(&srv_mutex);
+  pthread_mutex_lock(&cli_mutex);
+  const long long links = (long long)cli_count;
+  pthread_mutex_unlock(&cli_mutex);
+  return Py_BuildValue("(LLLO)", pending, connections, links, running ? Py_True : Py_False);
+}
+const char dlbpy_share_server_state_doc[] =
+    "share_server_state() -> (pending, connections, links, running)\n--\n\n"
+    "Tickets whose descriptor the server still holds, connections it serves,\n"
+    "connections this process keeps to other senders, whether it runs (for tests).";
