@@ -7,8 +7,10 @@ numpy view, and torch.multiprocessing, in one run, as ratios.
 
 Each way has its own worker process (forked before timing) that receives a
 tensor, sums it with numpy (the same code for every way), and sends the float back;
-a figure is the median round trip over R rounds (fewer for 128 MiB), in
-milliseconds. The tensor exists before the clock starts in the form each
+a figure is the median round trip over R rounds (a fifth of them for 128
+MiB), in milliseconds. The ways take turns: in each round every way hands
+its tensor over once, in an order rotated from round to round, so that
+all of them meet the machine in the same state. The tensor exists before the clock starts in the form each
 way sends: a dlbridge tensor in shared memory, a numpy array, a
 SharedMemory block holding the data, a torch tensor already moved to shared
 memory (share_memory_()). The receiving side maps or attaches it every
@@ -93,55 +95,66 @@ def median_ms(samples):
     return statistics.median(samples) * 1e3
 
 
-def bench_queue(kind, payloads, rounds, ctx):
-    inq, outq = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=_worker_queue, args=(kind, inq, outq))
-    p.start()
-    results = {}
-    try:
-        for label, payload, expect in payloads:
-            samples = []
-            for i in range(rounds[label] + 1):
-                t0 = time.perf_counter()
-                inq.put(payload)
-                s = outq.get()
-                dt = time.perf_counter() - t0
-                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect)), (kind, s, expect)
-                if i > 0:  # the first round warms the worker up
-                    samples.append(dt)
-            results[label] = median_ms(samples)
-    finally:
-        inq.put(None)
-        p.join()
-    return results
+class QueueWay:
+    """A worker process fed through multiprocessing queues."""
+
+    def __init__(self, kind, ctx):
+        self.inq, self.outq = ctx.Queue(), ctx.Queue()
+        self.p = ctx.Process(target=_worker_queue, args=(kind, self.inq, self.outq))
+        self.p.start()
+
+    def round_trip(self, payload):
+        self.inq.put(payload)
+        return self.outq.get()
+
+    def close(self):
+        self.inq.put(None)
+        self.p.join()
 
 
-def bench_socket(payloads, rounds):
-    a, b = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:
-        a.close()
-        try:
-            _worker_socket(b)
-        finally:
-            os._exit(0)
-    b.close()
-    results = {}
-    try:
-        for label, payload, expect in payloads:
-            samples = []
-            for i in range(rounds[label] + 1):
+class SocketWay:
+    """A forked worker fed through dlbridge.share_send over a Unix socket."""
+
+    def __init__(self):
+        self.a, b = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.a.close()
+            try:
+                _worker_socket(b)
+            finally:
+                os._exit(0)
+        b.close()
+
+    def round_trip(self, payload):
+        dlbridge.share_send(self.a, payload)
+        return float(np.frombuffer(self.a.recv(8, socket.MSG_WAITALL), dtype=np.float64)[0])
+
+    def close(self):
+        self.a.close()
+        os.waitpid(self.pid, 0)
+
+
+def interleaved(ways, payloads, rounds):
+    """Median round trip (ms) of every way at every size; in each round
+    every way goes once, their order rotated from round to round, so that
+    all of them meet the machine in the same state."""
+    results = {k: {} for k in ways}
+    for label, expect in payloads["sizes"]:
+        samples = {k: [] for k in ways}
+        names = list(ways)
+        for i in range(rounds[label] + 1):
+            order = names[i % len(names):] + names[:i % len(names)]
+            for k in order:
+                payload = payloads[k][label]
                 t0 = time.perf_counter()
-                dlbridge.share_send(a, payload)
-                s = float(np.frombuffer(a.recv(8, socket.MSG_WAITALL), dtype=np.float64)[0])
+                s = ways[k].round_trip(payload)
                 dt = time.perf_counter() - t0
-                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect))
-                if i > 0:
-                    samples.append(dt)
-            results[label] = median_ms(samples)
-    finally:
-        a.close()
-        os.waitpid(pid, 0)
+                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect)), (k, label, s, expect)
+                if i > 0:  # the first round warms the workers up
+                    samples[k].append(dt)
+        for k in ways:
+            results[k][label] = median_ms(samples[k])
     return results
 
 
@@ -197,7 +210,7 @@ def breakdown(rounds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=50, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
+    ap.add_argument("--rounds", type=int, default=100, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
     ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
     args = ap.parse_args()
     if args.breakdown:
@@ -209,29 +222,32 @@ def main():
     from multiprocessing import shared_memory
 
     arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
-    sums = {label: float(a.sum()) for label, a in arrays.items()}
+    payloads = {"sizes": [(label, float(a.sum())) for label, a in arrays.items()]}
     ctx = mp.get_context("fork")
-    results = {}
-
     shared = {label: dlbridge.share(a) for label, a in arrays.items()}
-    results["dlbridge-queue"] = bench_queue("dlbridge-queue", [(l, shared[l], sums[l]) for l, _ in SIZES], rounds, ctx)
-    results["dlbridge-socket"] = bench_socket([(l, shared[l], sums[l]) for l, _ in SIZES], rounds)
-    results["pickle-copy"] = bench_queue("pickle-copy", [(l, arrays[l], sums[l]) for l, _ in SIZES], rounds, ctx)
     blocks = {}
     for label, a in arrays.items():
         blocks[label] = shared_memory.SharedMemory(create=True, size=a.nbytes)
         np.ndarray(a.shape, dtype=a.dtype, buffer=blocks[label].buf)[:] = a
+    payloads["dlbridge-queue"] = shared
+    payloads["dlbridge-socket"] = shared
+    payloads["pickle-copy"] = arrays
+    payloads["shm-numpy"] = {label: (blocks[label].name, arrays[label].size) for label in arrays}
+    ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-socket": SocketWay(),
+            "pickle-copy": QueueWay("pickle-copy", ctx), "shm-numpy": QueueWay("shm-numpy", ctx)}
+    if torch is not None:
+        payloads["torch-mp"] = {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
+        ways["torch-mp"] = QueueWay("torch-mp", tmp.get_context("fork"))
     try:
-        results["shm-numpy"] = bench_queue(
-            "shm-numpy", [(l, (blocks[l].name, arrays[l].size), sums[l]) for l, _ in SIZES], rounds, ctx)
+        results = interleaved(ways, payloads, rounds)
     finally:
+        # The queue workers, forked after the socket's, hold its parent end
+        # too: they go first, so that the socket's worker sees the end.
+        for w in sorted(ways.values(), key=lambda w: isinstance(w, SocketWay)):
+            w.close()
         for b in blocks.values():
             b.close()
             b.unlink()
-    if torch is not None:
-        tensors = {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
-        tctx = tmp.get_context("fork")
-        results["torch-mp"] = bench_queue("torch-mp", [(l, tensors[l], sums[l]) for l, _ in SIZES], rounds, tctx)
 
     kinds = list(results)
     print()

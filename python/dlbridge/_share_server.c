@@ -5,22 +5,27 @@
  * Pickling (share_serve): the sending process keeps the file descriptor in
  * its table under a random 16-byte token, and the pickle carries a ticket:
  * the sender's pid, the descriptor's number there, the file's device and
- * inode, the token, and the name of the sender's server socket.
+ * inode, the token, and the nonce that names the sender's server socket.
  *
- * Unpickling (share_fetch): the receiver opens /proc/<pid>/fd/<number>
- * (allowed to a process of the same user that may inspect the sender),
- * checks that the file it got is the one the ticket names (device, inode),
- * maps it, and tells the sender's server, in one message it does not wait
- * for, that the token is taken; the server closes its descriptor. Where
- * /proc is not open to it, the receiver asks the server for the descriptor
- * instead ('F'), and the server sends it with the description through
- * dlb_share_send (SCM_RIGHTS).
+ * Unpickling (share_fetch): the receiver takes the file from the sender
+ * with pidfd_getfd (a process of the same user allowed to trace it), or
+ * else opens /proc/<pid>/fd/<number> (allowed to inspect it), checks that
+ * it is the file the ticket names (device, inode), maps it, and tells the
+ * sender's server that the token is taken ('R'), without waiting. Where
+ * neither is allowed, it asks the server for the descriptor ('F') on a
+ * connection of its own, and the server sends it with the description
+ * through dlb_share_send (SCM_RIGHTS).
  *
- * The server is a thread of the library's own (no Python, no GIL), started
- * by the first share_serve, on a SOCK_SEQPACKET socket in the abstract
- * namespace (nothing on disk), named dlbridge-<pid>-<nonce>, accepting only
- * peers of its own user (or root). Receivers keep one connection to each
- * sender they met, closed when that sender has gone.
+ * The server is a thread of the library's own (no Python, no GIL, no
+ * signal), started by the first share_serve, on a SOCK_SEQPACKET socket in
+ * the abstract namespace (nothing on disk), named dlbridge-<pid>-<nonce>,
+ * accepting only peers of its own user (or root). A receiver keeps one
+ * connection to each sender it met, for its releases only; once a
+ * connection has carried a release the server polls it for its hang-up
+ * only, so that a release wakes no thread, and reads the releases every
+ * DRAIN_MS while it holds tickets (a released file is closed that much
+ * later at most); a second after its last ticket it sleeps until a new
+ * one wakes it.
  *
  * Messages to the server: 17 bytes, 'R' (taken) or 'F' (fetch) and the
  * token. The answer to 'F' is one dlb_share_send message, or an empty
@@ -46,9 +51,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -111,8 +119,10 @@ static int srv_running;      /* 1: a server of this process runs; -1: it cannot 
 static uint64_t srv_nonce;
 static served* srv_items;
 static size_t srv_count, srv_cap;
-static struct pollfd* srv_polls; /* [0]: the listening socket; then connections */
+static struct pollfd* srv_polls; /* [0]: the listening socket, [1]: srv_wake; then connections */
 static size_t srv_npolls, srv_polls_cap;
+static int srv_sleeping; /* the thread waits without a timeout: a new ticket wakes it */
+#define FIRST_CONNECTION 2
 
 static void served_free(served* s) {
   if (s->fd >= 0) close(s->fd);
@@ -165,47 +175,84 @@ static void srv_accept(int listener) {
   pthread_mutex_unlock(&srv_mutex);
 }
 
-/* One message from a connection; -1 when the connection is to be closed. */
-static int srv_answer(int c) {
-  unsigned char m[MESSAGE_SIZE + 1];
-  const ssize_t n = recv(c, m, sizeof m, 0);
-  if (n < 0 && errno == EINTR) return 0;
-  if (n != MESSAGE_SIZE || (m[0] != 'R' && m[0] != 'F')) return -1; /* closed, or not ours */
-  served s;
-  const int found = srv_take(m + 1, &s);
-  if (m[0] == 'R') {
-    if (found) served_free(&s);
-    return 0;
+/* Every message waiting on a connection (none waits: MSG_DONTWAIT); -1
+ * when the connection is to be closed. A connection that has carried a
+ * release is a receiver's kept link: from then on it is polled for its
+ * hang-up only, so that a release wakes nobody, and drained on the timer. */
+static int srv_answer(struct pollfd* p) {
+  for (;;) {
+    unsigned char m[MESSAGE_SIZE + 1];
+    const ssize_t n = recv(p->fd, m, sizeof m, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n != MESSAGE_SIZE || (m[0] != 'R' && m[0] != 'F')) return -1; /* closed, or not ours */
+    served s;
+    const int found = srv_take(m + 1, &s);
+    if (m[0] == 'R') {
+      if (found) served_free(&s);
+      p->events = POLLRDHUP;
+      continue;
+    }
+    int status = 0;
+    if (found) {
+      dlb_share_descriptor d;
+      d.fd = s.fd;
+      d.size = s.size;
+      memcpy(d.description, s.description, s.size);
+      if (dlb_share_send(p->fd, &d) != DLB_OK) status = -1;
+      served_free(&s);
+    } else if (send(p->fd, "", 0, MSG_NOSIGNAL) < 0) {
+      status = -1;
+    }
+    if (status != 0) return status;
   }
-  int status = 0;
-  if (found) {
-    dlb_share_descriptor d;
-    d.fd = s.fd;
-    d.size = s.size;
-    memcpy(d.description, s.description, s.size);
-    if (dlb_share_send(c, &d) != DLB_OK) status = -1;
-    served_free(&s);
-  } else if (send(c, "", 0, MSG_NOSIGNAL) < 0) {
-    status = -1;
-  }
-  return status;
+}
+
+/* How often kept links are drained of their releases while tickets are
+ * held: a released file is closed this much later at most. */
+#define DRAIN_MS 5
+
+/* Kept links stop being drained this long after the last ticket was held
+ * (the thread then sleeps until a new ticket wakes it). */
+#define IDLE_MS 1000
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void* srv_loop(void* unused) {
   (void)unused;
+  long long active = now_ms();
   for (;;) {
-    const int n = poll(srv_polls, (nfds_t)srv_npolls, -1);
+    int lazy = 0;
+    for (size_t i = FIRST_CONNECTION; i < srv_npolls; ++i) lazy |= srv_polls[i].events == POLLRDHUP;
+    pthread_mutex_lock(&srv_mutex);
+    const long long now = now_ms();
+    if (srv_count > 0) active = now;
+    const int timeout = lazy && now - active < IDLE_MS ? DRAIN_MS : -1;
+    srv_sleeping = timeout < 0;
+    pthread_mutex_unlock(&srv_mutex);
+    const int n = poll(srv_polls, (nfds_t)srv_npolls, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       return NULL;
     }
+    if (srv_polls[1].revents & POLLIN) {
+      uint64_t count;
+      (void)!read(srv_polls[1].fd, &count, sizeof count);
+      active = now_ms();
+    }
     if (srv_polls[0].revents & POLLIN) srv_accept(srv_polls[0].fd);
-    for (size_t i = srv_npolls; i-- > 1;) {
-      const short r = srv_polls[i].revents;
-      if (r == 0) continue;
-      if (!(r & POLLIN) || srv_answer(srv_polls[i].fd) != 0) {
+    for (size_t i = srv_npolls; i-- > FIRST_CONNECTION;) {
+      struct pollfd* p = &srv_polls[i];
+      const short r = p->revents;
+      if (r == 0 && p->events != POLLRDHUP) continue; /* kept links are drained every time */
+      const int hung = (r & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
+      if (srv_answer(p) != 0 || hung) {
         pthread_mutex_lock(&srv_mutex);
-        close(srv_polls[i].fd);
+        close(p->fd);
         srv_polls[i] = srv_polls[--srv_npolls];
         pthread_mutex_unlock(&srv_mutex);
       }
@@ -234,10 +281,20 @@ static int srv_start_locked(void) {
     close(listener);
     return -1;
   }
+  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    close(listener);
+    free(srv_polls);
+    srv_polls = NULL;
+    return -1;
+  }
   srv_polls[0].fd = listener;
   srv_polls[0].events = POLLIN;
   srv_polls[0].revents = 0;
-  srv_npolls = 1;
+  srv_polls[1].fd = wake;
+  srv_polls[1].events = POLLIN;
+  srv_polls[1].revents = 0;
+  srv_npolls = 2;
   /* The thread takes no signal: they stay the interpreter's. */
   sigset_t all, old;
   sigfillset(&all);
@@ -247,6 +304,7 @@ static int srv_start_locked(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (made != 0) {
     close(listener);
+    close(wake);
     free(srv_polls);
     srv_polls = NULL;
     srv_npolls = srv_polls_cap = 0;
@@ -265,10 +323,11 @@ static int srv_start_locked(void) {
 typedef struct peer_link {
   int32_t pid;
   uint64_t nonce;
-  int fd;
-  int busy; /* a thread is talking on it (outside cli_mutex) */
+  int fd;    /* the kept connection: releases only, sent without waiting */
+  int pidfd; /* the sender's pidfd for pidfd_getfd, or -1 (not allowed here) */
 } peer_link;
 
+/* Under cli_mutex, which is never held across a call that waits. */
 static pthread_mutex_t cli_mutex = PTHREAD_MUTEX_INITIALIZER;
 static peer_link* cli_links;
 static size_t cli_count, cli_cap;
@@ -288,71 +347,79 @@ static int link_connect(int32_t pid, uint64_t nonce) {
   return fd;
 }
 
-/* Closes the idle connections whose server has gone. Under cli_mutex. */
-static void cli_prune_locked(void) {
+static void link_close(peer_link* l) {
+  close(l->fd);
+  if (l->pidfd >= 0) close(l->pidfd);
+}
+
+/* Whether the other end of a connection has closed it. */
+static int hung_up(int fd) {
+  struct pollfd p = {fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/* The kept link to the server of (pid, nonce), made on first contact
+ * (closing the links whose server has gone meanwhile); NULL with errno set
+ * when the server cannot be reached. Under cli_mutex. */
+static peer_link* cli_link_locked(int32_t pid, uint64_t nonce) {
+  for (size_t i = 0; i < cli_count; ++i)
+    if (cli_links[i].pid == pid && cli_links[i].nonce == nonce) return &cli_links[i];
   for (size_t i = cli_count; i-- > 0;) {
-    if (cli_links[i].busy) continue;
-    struct pollfd p = {cli_links[i].fd, POLLIN, 0};
-    if (poll(&p, 1, 0) > 0) { /* readable or hung up: only an ended server writes unasked */
-      close(cli_links[i].fd);
+    if (hung_up(cli_links[i].fd)) {
+      link_close(&cli_links[i]);
       cli_links[i] = cli_links[--cli_count];
     }
   }
-}
-
-/* A connection to the server of (pid, nonce), marked busy: *slot is its
- * index in cli_links, or -1 for a connection of its own that the caller
- * closes (another thread is using the cached one, or there is no room).
- * -1 with errno set when the server cannot be reached. */
-static int cli_acquire(int32_t pid, uint64_t nonce, long* slot) {
-  pthread_mutex_lock(&cli_mutex);
-  for (size_t i = 0; i < cli_count; ++i) {
-    if (cli_links[i].pid == pid && cli_links[i].nonce == nonce) {
-      if (cli_links[i].busy) break;
-      cli_links[i].busy = 1;
-      *slot = (long)i;
-      const int fd = cli_links[i].fd;
-      pthread_mutex_unlock(&cli_mutex);
-      return fd;
+  if (cli_count == cli_cap) {
+    const size_t cap = cli_cap ? cli_cap * 2 : 8;
+    peer_link* grown = realloc(cli_links, cap * sizeof *grown);
+    if (grown == NULL) {
+      errno = ENOMEM;
+      return NULL;
     }
+    cli_links = grown;
+    cli_cap = cap;
   }
-  cli_prune_locked();
   const int fd = link_connect(pid, nonce);
-  *slot = -1;
-  if (fd >= 0) {
-    int cached = 0;
-    for (size_t i = 0; i < cli_count; ++i) cached |= cli_links[i].pid == pid && cli_links[i].nonce == nonce;
-    if (!cached && cli_count == cli_cap) {
-      const size_t cap = cli_cap ? cli_cap * 2 : 8;
-      peer_link* grown = realloc(cli_links, cap * sizeof *grown);
-      if (grown != NULL) {
-        cli_links = grown;
-        cli_cap = cap;
-      }
-    }
-    if (!cached && cli_count < cli_cap) {
-      cli_links[cli_count] = (peer_link){pid, nonce, fd, 1};
-      *slot = (long)cli_count++;
-    }
-  }
-  pthread_mutex_unlock(&cli_mutex);
-  return fd;
+  if (fd < 0) return NULL;
+#ifdef SYS_pidfd_open
+  const int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+  const int pidfd = -1;
+#endif
+  cli_links[cli_count] = (peer_link){pid, nonce, fd, pidfd};
+  return &cli_links[cli_count++];
 }
 
-/* Gives the connection back; `broken` closes it. */
-static void cli_release(long slot, int fd, int broken) {
-  if (slot < 0) {
-    close(fd);
-    return;
+/* The ticket's file as a descriptor of this process, or -1: taken from the
+ * sender with pidfd_getfd (same user and allowed to trace it), else opened
+ * through /proc/<pid>/fd/<n> (same user and allowed to inspect it); either
+ * way checked to be the file the ticket names. Under cli_mutex. */
+static int take_file_locked(peer_link* l, const struct ticket* t, int read_only) {
+  int fd = -1;
+#ifdef SYS_pidfd_getfd
+  if (l != NULL && l->pidfd >= 0 && !read_only) {
+    fd = (int)syscall(SYS_pidfd_getfd, l->pidfd, (int)t->fd, 0);
+    if (fd < 0 && errno == EPERM) { /* not allowed here: /proc from now on */
+      close(l->pidfd);
+      l->pidfd = -1;
+    }
   }
-  pthread_mutex_lock(&cli_mutex);
-  if (broken) {
-    close(fd);
-    cli_links[slot] = cli_links[--cli_count];
-  } else {
-    cli_links[slot].busy = 0;
+#else
+  (void)l;
+#endif
+  if (fd < 0) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)t->pid, (int)t->fd);
+    fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (fd < 0) return -1;
   }
-  pthread_mutex_unlock(&cli_mutex);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != t->dev || (uint64_t)st.st_ino != t->ino) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -375,10 +442,11 @@ static void fork_child(void) {
   for (size_t i = 0; i < srv_count; ++i) served_free(&srv_items[i]);
   srv_count = 0;
   srv_running = 0;
+  srv_sleeping = 0;
   free(srv_polls);
   srv_polls = NULL;
   srv_polls_cap = 0;
-  for (size_t i = 0; i < cli_count; ++i) close(cli_links[i].fd);
+  for (size_t i = 0; i < cli_count; ++i) link_close(&cli_links[i]);
   cli_count = 0;
   pthread_mutex_unlock(&srv_mutex);
   pthread_mutex_unlock(&cli_mutex);
@@ -440,6 +508,11 @@ PyObject* dlbpy_share_serve(PyObject* module, PyObject* const* args, Py_ssize_t 
   if (ok) {
     srv_items[srv_count++] = s;
     t.nonce = srv_nonce;
+    if (srv_sleeping) { /* its receiver's release would wait for the next wake otherwise */
+      const uint64_t one = 1;
+      (void)!write(srv_polls[1].fd, &one, sizeof one);
+      srv_sleeping = 0;
+    }
   }
   pthread_mutex_unlock(&srv_mutex);
   if (!ok) {
@@ -453,27 +526,6 @@ const char dlbpy_share_serve_doc[] =
     "Keeps fd (a shared tensor's memory file) for the process that will unpickle\n"
     "the ticket returned; fd is the server's from now on. None when this process\n"
     "cannot run the server (no abstract Unix sockets here): fd stays the caller's.";
-
-/* Whether the other end of a connection has closed it. */
-static int hung_up(int fd) {
-  struct pollfd p = {fd, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-/* Opens the ticket's file through /proc; -1 when that is not allowed or
- * gives another file. */
-static int open_by_proc(const ticket* t, int read_only) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)t->pid, (int)t->fd);
-  const int fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != t->dev || (uint64_t)st.st_ino != t->ino) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"read_only", "via_proc"};
@@ -503,34 +555,51 @@ PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t 
   char text[192];
   text[0] = 0;
   Py_BEGIN_ALLOW_THREADS
-  int fd = via_proc ? open_by_proc(&t, read_only) : -1;
-  long slot = -1;
-  const int link_fd = cli_acquire(t.pid, t.nonce, &slot);
   unsigned char m[MESSAGE_SIZE];
   memcpy(m + 1, t.token, TOKEN_SIZE);
+  int reached = 1, e = 0, released = 1;
+  pthread_mutex_lock(&cli_mutex);
+  peer_link* l = cli_link_locked(t.pid, t.nonce);
+  if (l == NULL) {
+    reached = 0;
+    e = errno;
+  }
+  const int fd = via_proc ? take_file_locked(l, &t, read_only) : -1;
+  if (fd >= 0 && l != NULL) {
+    /* Taken: the server may close its descriptor. Sent without waiting,
+     * and the server reads it on its timer, so nothing wakes up for it. */
+    m[0] = 'R';
+    released = send(l->fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof m;
+  }
+  pthread_mutex_unlock(&cli_mutex);
   if (fd >= 0) {
+    if (!released) { /* the kept link is full (or broken): a connection of its own, read at once */
+      const int c = link_connect(t.pid, t.nonce);
+      if (c >= 0) {
+        (void)!send(c, m, sizeof m, MSG_NOSIGNAL);
+        close(c);
+      }
+    }
     s = dlb_buffer_open_shared(fd, db, (size_t)dsize, flags, &buffer);
     close(fd);
-    if (link_fd >= 0) { /* taken: the server may close its descriptor (no answer awaited) */
-      m[0] = 'R';
-      cli_release(slot, link_fd, send(link_fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m);
-    }
-  } else if (link_fd < 0) {
+  } else if (!reached) {
     s = DLB_ERR_DELETED;
     snprintf(text, sizeof text,
              "the tensor's sending process (pid %d) no longer serves it: it has exited (connecting: %s)", (int)t.pid,
-             strerror(errno));
+             strerror(e));
   } else {
+    /* Handed over by the server, on a connection of its own. */
     m[0] = 'F';
     dlb_share_descriptor d;
-    int broken = send(link_fd, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
+    const int c = link_connect(t.pid, t.nonce);
+    int broken = c < 0 || send(c, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
     if (!broken) {
-      s = dlb_share_recv(link_fd, &d);
+      s = dlb_share_recv(c, &d);
       /* An empty message is the server's "not held"; the end of the stream
        * looks the same to dlb_share_recv, and hangs up the socket. */
-      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(link_fd));
+      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(c));
     }
-    cli_release(slot, link_fd, broken);
+    if (c >= 0) close(c);
     if (broken && s != DLB_ERR_MALFORMED) { /* hung up or reset; a garbled answer keeps its status */
       s = DLB_ERR_DELETED;
       snprintf(text, sizeof text,
@@ -562,7 +631,7 @@ PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused) {
   (void)unused;
   pthread_mutex_lock(&srv_mutex);
   const long long pending = (long long)srv_count;
-  const long long connections = srv_npolls > 0 ? (long long)srv_npolls - 1 : 0;
+  const long long connections = srv_npolls > FIRST_CONNECTION ? (long long)(srv_npolls - FIRST_CONNECTION) : 0;
   const int running = srv_running > 0;
   pthread_mutex_unlock(&srv_mutex);
   pthread_mutex_lock(&cli_mutex);
