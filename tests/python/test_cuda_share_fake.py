@@ -169,8 +169,8 @@ def test_multiprocessing_fork_carries_a_cuda_tensor_by_handle(driver, how):
         assert child.exitcode == 0
         assert "error" not in seen, seen.get("error")
         check_child(seen, p, 42.0)
-        # A CUDA description travels without a file: the resource sharer
-        # served nothing, and nothing was left open here.
+        # A CUDA description travels without a file: no ticket, nothing
+        # served, and nothing was left open here.
         assert len(os.listdir("/proc/self/fd")) == fds
         if how == "queue":
             channel.close()
@@ -242,6 +242,9 @@ def test_in_this_process_a_cuda_description_is_refused_as_on_hardware(driver):
         # The multiprocessing reducer gives the same refusal when unpickled here.
         from multiprocessing.reduction import ForkingPickler
 
+        rebuild, args = dlbridge._share._reduce(t)
+        assert rebuild is dlbridge._share._rebuild_handle  # by handle: no ticket, no file
+        assert len(args[0]) == DESCRIPTION_BYTES and args[1] is False
         data = ForkingPickler.dumps(t)
         with pytest.raises(dlbridge.Error) as e:
             pickle.loads(data)
