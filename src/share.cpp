@@ -325,6 +325,15 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   return wrap_mapping(m, view, read_only, out);
 }
 
+dlb_status kind_impl(const void* description, std::size_t size, std::uint32_t* kind) {
+  if (description == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "description is NULL");
+  if (kind == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "kind is NULL");
+  Description d;
+  DLB_TRY(parse_description(description, size, &d));
+  *kind = d.kind;
+  return DLB_OK;
+}
+
 }  // namespace
 }  // namespace dlb::share
 
@@ -342,6 +351,10 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
 DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
                                           dlb_buffer** out) {
   return dlb::firewall(__func__, [&] { return dlb::share::open_impl(fd, description, size, flags, out); });
+}
+
+DLB_API dlb_status dlb_share_description_kind(const void* description, size_t size, uint32_t* kind) {
+  return dlb::firewall(__func__, [&] { return dlb::share::kind_impl(description, size, kind); });
 }
 
 DLB_API void dlb_share_descriptor_close(dlb_share_descriptor* descriptor) {

@@ -195,6 +195,28 @@ DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, s
                                           dlb_buffer** out);
 
 /**
+ * The kind of a description: DLB_SHARE_KIND_HOST (memory in the
+ * descriptor's file) or DLB_SHARE_KIND_CUDA_IPC (CUDA device memory named
+ * by handle; the descriptor carries no file, fd -1). For bindings and
+ * callers that must know which before opening or passing a descriptor on,
+ * without reading the format themselves.
+ *
+ * The description is checked as dlb_buffer_open_shared() checks it before
+ * it looks at a file or a driver (magic, version, declared size,
+ * checksum, flags, dtype, shape and strides against the declared size).
+ * @param description `size` bytes of description, read during the call.
+ * @param size bytes at `description`.
+ * @param kind on success receives the kind; untouched on failure.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL description or kind);
+ *         DLB_ERR_MALFORMED, DLB_ERR_VERSION, DLB_ERR_UNSUPPORTED_DTYPE,
+ *         DLB_ERR_UNSUPPORTED_DEVICE, DLB_ERR_UNSUPPORTED_LAYOUT,
+ *         DLB_ERR_OVERFLOW as dlb_buffer_open_shared() refuses the same
+ *         bytes.
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_share_description_kind(const void* description, size_t size, uint32_t* kind);
+
+/**
  * Closes the descriptor's file descriptor (when it is not -1) and sets it
  * to -1. NULL-safe; calling it twice is harmless.
  */

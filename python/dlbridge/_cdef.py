@@ -291,6 +291,7 @@ dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t nd
 dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out);
 dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
                                   dlb_buffer** out);
+dlb_status dlb_share_description_kind(const void* description, size_t size, uint32_t* kind);
 void dlb_share_descriptor_close(dlb_share_descriptor* descriptor);
 dlb_status dlb_share_send(int32_t socket_fd, const dlb_share_descriptor* descriptor);
 dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);

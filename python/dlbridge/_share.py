@@ -17,6 +17,11 @@ sharing.
   The pickle holds a ticket for a file descriptor that this process keeps
   (``_share_server.c``; docs/sharing.md says how it is handed over).
   A tensor that is not in shared memory yet is copied once into it.
+  CUDA device memory of dlbridge's CUDA backend travels instead as its
+  CUDA IPC handles (a description without a file): the receiver opens the
+  same device memory, ordered after the producer's last write. It must be
+  another process (CUDA refuses a handle in the one that made it), and the
+  producer keeps the tensor alive until the receiver has released it.
   Plain :func:`pickle.dumps` still refuses a tensor: bytes may leave the
   machine, a memory file cannot.
 
@@ -37,7 +42,8 @@ __all__ = ["share", "share_send", "share_recv", "shared_mappings", "open_shared"
 
 def descriptor(tensor: Tensor, *, copy: bool = False, read_only: bool = False) -> Tuple[int, bytes]:
     """``(fd, description)`` for ``tensor``: a new file descriptor that the
-    caller owns and closes, and the description's bytes.
+    caller owns and closes (-1 for CUDA device memory, whose description
+    names it by CUDA IPC handle), and the description's bytes.
 
     Memory that is not shared raises :class:`dlbridge.Error`
     (``DLB_ERR_NOT_ZERO_COPY``) unless ``copy`` is true, when it is copied
@@ -58,7 +64,9 @@ def share(obj: Any) -> Tensor:
     ``obj`` is a Tensor or any DLPack producer (numpy, torch, ...). When its
     memory is shared memory already (a tensor made here, or a framework's
     view of one) the result is the same memory, without a copy; otherwise
-    the elements are copied once into new shared memory.
+    the elements are copied once into new shared memory. CUDA device
+    memory of dlbridge's CUDA backend is returned as it is: it is shared by
+    CUDA IPC handle.
     """
     tensor = obj if isinstance(obj, Tensor) else _from_dlpack(obj)
     if _glue.is_shared(tensor):

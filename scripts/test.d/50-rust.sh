@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stage: the Rust workspace (rust/: dlbridge-sys, the declarations, and
 # dlbridge, the safe layer) against the freshly built library: cargo test
-# --offline (the layout test compiles its C program with cc, or $CC), then
+# --offline (the layout test compiles its C program with cc, or $CC; the
+# CUDA sharing test, tests/cuda_share.rs, loads the fake CUDA driver of
+# tests/cuda named by DLB_TEST_FAKE_CUDA), then
 # cargo clippy -D warnings and cargo fmt --check when those tools are
 # installed.
 #
@@ -20,6 +22,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# tests/cuda_share.rs loads the fake CUDA driver the build made in place of
+# libcuda.so.1.
+fake_cuda=$(cd "$build" && pwd)/tests/cuda/libfake_cuda.so
+[ -f "$fake_cuda" ] || { echo "50-rust: $fake_cuda is missing (build the tests)" >&2; exit 1; }
+export DLB_TEST_FAKE_CUDA=$fake_cuda
 export DLBRIDGE_LIB_DIR=$libdir
 export DLBRIDGE_INCLUDE_DIR=$root/include
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -148,6 +148,9 @@ TEST_F(CudaTest, ShareForkedConsumerWaitsForEventReadsValuesWritesBack) {
   EXPECT_EQ(d.fd, -1);
   EXPECT_EQ(d.size, DLB_SHARE_DESCRIPTION_HEADER + 16 * 2 + DLB_SHARE_CUDA_HANDLES);
   EXPECT_EQ(d.description[17], DLB_SHARE_KIND_CUDA_IPC);
+  std::uint32_t kind = 77;
+  EXPECT_EQ(dlb_share_description_kind(d.description, d.size, &kind), DLB_OK) << last_message();
+  EXPECT_EQ(kind, static_cast<std::uint32_t>(DLB_SHARE_KIND_CUDA_IPC));
   EXPECT_FALSE(delay.done.load()) << "the share waited on the host";
 
   int sv[2];
@@ -221,6 +224,10 @@ TEST_F(FakeCudaTest, ShareLyingDescriptionsAreRefused) {
   reseal(&kind);
   EXPECT_EQ(dlb_buffer_open_shared(0, kind.description, kind.size, 0, &o), DLB_ERR_MALFORMED);
   EXPECT_TRUE(MessageContains("of kind 7"));
+  std::uint32_t k = 77;
+  EXPECT_EQ(dlb_share_description_kind(kind.description, kind.size, &k), DLB_ERR_MALFORMED);
+  EXPECT_TRUE(MessageContains("of kind 7"));
+  EXPECT_EQ(k, 77u);
   EXPECT_EQ(o, nullptr);
 
   // In another process: a larger allocation than the handle's is a lie too,
@@ -349,6 +356,9 @@ class DisabledShare : public DlbTest {};
 
 TEST_F(NoDriverShare, CudaIpcDescriptionIsRefusedNamingTheDriver) {
   const dlb_share_descriptor d = made_up_cuda_description();
+  std::uint32_t kind = 77;  // the kind needs no driver
+  EXPECT_EQ(dlb_share_description_kind(d.description, d.size, &kind), DLB_OK) << last_message();
+  EXPECT_EQ(kind, static_cast<std::uint32_t>(DLB_SHARE_KIND_CUDA_IPC));
   dlb_buffer* o = nullptr;
   EXPECT_EQ(dlb_buffer_open_shared(-1, d.description, d.size, 0, &o), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("the CUDA driver was not found"));

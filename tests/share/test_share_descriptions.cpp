@@ -56,6 +56,28 @@ TEST_F(BadDescription, TheUneditedOneOpens) {
   dlb_buffer_release(out);
 }
 
+// dlb_share_description_kind: the core's answer, after the same checks.
+TEST_F(BadDescription, KindIsAskedOfTheCoreAfterTheSameChecks) {
+  std::uint32_t kind = 77;
+  ASSERT_EQ(dlb_share_description_kind(bytes_, size_, &kind), DLB_OK) << dlb_last_error_message();
+  EXPECT_EQ(kind, static_cast<std::uint32_t>(DLB_SHARE_KIND_HOST));
+  kind = 77;
+  EXPECT_EQ(dlb_share_description_kind(nullptr, size_, &kind), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("description is NULL"));
+  EXPECT_EQ(dlb_share_description_kind(bytes_, size_, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("kind is NULL"));
+  EXPECT_EQ(dlb_share_description_kind(bytes_, size_ - 1, &kind), DLB_ERR_MALFORMED);
+  EXPECT_TRUE(MessageContains("truncated: 87 of the 88 bytes"));
+  bytes_[kShape] ^= 1;  // the checksum no longer holds
+  EXPECT_EQ(dlb_share_description_kind(bytes_, size_, &kind), DLB_ERR_MALFORMED);
+  EXPECT_TRUE(MessageContains("checksum"));
+  bytes_[kShape] ^= 1;
+  put_le(bytes_ + kVersion, 2, 2);
+  reseal(bytes_, size_);
+  EXPECT_EQ(dlb_share_description_kind(bytes_, size_, &kind), DLB_ERR_VERSION);
+  EXPECT_EQ(kind, 77u) << "kind written on failure";
+}
+
 TEST_F(BadDescription, Arguments) {
   dlb_buffer* out = nullptr;
   EXPECT_EQ(dlb_buffer_open_shared(d_.fd, nullptr, size_, 0, &out), DLB_ERR_INVALID_ARGUMENT);

@@ -480,6 +480,7 @@ extern "C" {
         flags: u64,
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
+    pub fn dlb_share_description_kind(description: *const u8, size: usize, kind: *mut u32) -> dlb_status;
     pub fn dlb_share_descriptor_close(descriptor: *mut dlb_share_descriptor);
     pub fn dlb_share_send(socket_fd: i32, descriptor: *const dlb_share_descriptor) -> dlb_status;
     pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;

@@ -6,36 +6,75 @@
 //! let f32 = DLDataType { code: 2, bits: 32, lanes: 1 };
 //! let buf = share::alloc_shared(f32, &[4, 4]).unwrap();     // in shared memory
 //! let d = share::share(&buf, 0).unwrap();                   // fd + description
+//! assert_eq!(d.kind().unwrap(), share::Kind::Host);
 //! let same = d.open(0).unwrap();                            // what a receiver does
 //! assert_eq!(same.shape(), &[4, 4]);
 //! ```
 //!
-//! A [`Descriptor`] owns its file descriptor and closes it on `Drop`; a
-//! [`Buffer`] opened from it keeps a duplicate of its own, so the
-//! descriptor may be dropped right after opening or sending.
+//! A [`Descriptor`] owns its file descriptor, if it has one, and closes it
+//! on `Drop`; a [`Buffer`] opened from it keeps a duplicate of its own, so
+//! the descriptor may be dropped right after opening or sending.
+//!
+//! CUDA device memory of the library's CUDA backend is shared through CUDA
+//! IPC: its descriptor has no file ([`Descriptor::fd`] is `None`) and its
+//! description carries the CUDA IPC memory and event handles
+//! ([`Kind::CudaIpc`]). It is shared, sent, received and opened with the
+//! same calls; CUDA opens it only in another process.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 
-use crate::error::check;
+use crate::error::{check, Error, Status};
 use crate::{Buffer, DLDataType, DLDevice, Result};
 
 use crate::ffi as sys;
 
 pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY};
 
-/// A shared buffer's descriptor: its memory file and the description of
-/// the tensor over it.
+/// What a description's memory is (`DLB_SHARE_KIND_*`), as the library
+/// reads it from the description ([`description_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Host memory in the descriptor's file (`DLB_SHARE_KIND_HOST`).
+    Host,
+    /// CUDA device memory named by the CUDA IPC handles the description
+    /// carries; the descriptor has no file (`DLB_SHARE_KIND_CUDA_IPC`).
+    CudaIpc,
+}
+
+/// `dlb_share_description_kind`: the kind of a description, after the
+/// library has checked it as `dlb_buffer_open_shared` does before it looks
+/// at a file or a driver (so a malformed description is an error here).
+pub fn description_kind(description: &[u8]) -> Result<Kind> {
+    let mut kind = u32::MAX;
+    // SAFETY: description is read during the call; kind is writable.
+    check(unsafe { sys::dlb_share_description_kind(description.as_ptr(), description.len(), &mut kind) })?;
+    match kind {
+        sys::DLB_SHARE_KIND_HOST => Ok(Kind::Host),
+        sys::DLB_SHARE_KIND_CUDA_IPC => Ok(Kind::CudaIpc),
+        other => Err(Error::new(Status::Internal, format!("the library reports share description kind {other}"))),
+    }
+}
+
+/// A shared buffer's descriptor: its memory file (none for a CUDA IPC
+/// description) and the description of the tensor.
 #[derive(Debug)]
 pub struct Descriptor {
-    fd: OwnedFd,
+    fd: Option<OwnedFd>,
     description: Vec<u8>,
 }
 
 impl Descriptor {
-    /// A descriptor from its parts (received some other way).
-    pub fn from_parts(fd: OwnedFd, description: Vec<u8>) -> Descriptor {
+    /// A descriptor from its parts (received some other way): `None` for a
+    /// description without a file (CUDA IPC). Nothing is checked here; the
+    /// library checks the pair when it is opened or sent.
+    pub fn from_parts(fd: Option<OwnedFd>, description: Vec<u8>) -> Descriptor {
         Descriptor { fd, description }
+    }
+
+    /// The parts, the file descriptor (if any) handed to the caller.
+    pub fn into_parts(self) -> (Option<OwnedFd>, Vec<u8>) {
+        (self.fd, self.description)
     }
 
     /// The description's bytes.
@@ -43,28 +82,39 @@ impl Descriptor {
         &self.description
     }
 
-    /// The memory file (still owned by the descriptor).
-    pub fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The memory file (still owned by the descriptor); `None` when the
+    /// descriptor has none (CUDA IPC).
+    pub fn fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// `dlb_buffer_open_shared`: maps the memory in this process.
+    /// [`description_kind`] of the description.
+    pub fn kind(&self) -> Result<Kind> {
+        description_kind(&self.description)
+    }
+
+    /// `dlb_buffer_open_shared`: maps the memory in this process (opens the
+    /// CUDA IPC handles for a CUDA description).
     pub fn open(&self, flags: u64) -> Result<Buffer> {
         open_shared(self.fd(), &self.description, flags)
     }
 
+    /// Takes a descriptor the library filled in (its fd, when not -1, is
+    /// new and ours).
     fn from_c(d: &sys::dlb_share_descriptor) -> Descriptor {
         // SAFETY: the library gave us this new descriptor to own.
-        let fd = unsafe { OwnedFd::from_raw_fd(d.fd) };
-        Descriptor { fd, description: d.description[..d.size as usize].to_vec() }
+        let fd = (d.fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(d.fd) });
+        let n = (d.size as usize).min(sys::DLB_SHARE_DESCRIPTION_MAX);
+        Descriptor { fd, description: d.description[..n].to_vec() }
     }
 
     fn to_c(&self) -> sys::dlb_share_descriptor {
-        let mut d =
-            sys::dlb_share_descriptor { fd: self.fd(), size: 0, description: [0; sys::DLB_SHARE_DESCRIPTION_MAX] };
+        let mut d = blank();
+        d.fd = self.fd().unwrap_or(-1);
         let n = self.description.len().min(sys::DLB_SHARE_DESCRIPTION_MAX);
         d.description[..n].copy_from_slice(&self.description[..n]);
-        d.size = self.description.len() as u32;
+        // A longer description keeps its true size: the library refuses it.
+        d.size = u32::try_from(self.description.len()).unwrap_or(u32::MAX);
         d
     }
 }
@@ -95,7 +145,9 @@ pub fn alloc_shared(dtype: DLDataType, shape: &[i64]) -> Result<Buffer> {
 }
 
 /// `dlb_buffer_share`: the descriptor of `buffer` (flags
-/// `DLB_SHARE_COPY_IF_NEEDED`, `DLB_SHARE_READ_ONLY`).
+/// `DLB_SHARE_COPY_IF_NEEDED`, `DLB_SHARE_READ_ONLY`). CUDA device memory
+/// of the library's CUDA backend gives a CUDA IPC descriptor (no file);
+/// keep `buffer` alive until every receiver has released what it opened.
 pub fn share(buffer: &Buffer, flags: u64) -> Result<Descriptor> {
     let mut d = blank();
     // SAFETY: a live handle; d is writable.
@@ -103,9 +155,11 @@ pub fn share(buffer: &Buffer, flags: u64) -> Result<Descriptor> {
     Ok(Descriptor::from_c(&d))
 }
 
-/// `dlb_buffer_open_shared`: `fd` stays the caller's.
-pub fn open_shared(fd: RawFd, description: &[u8], flags: u64) -> Result<Buffer> {
+/// `dlb_buffer_open_shared`: `fd` stays the caller's; `None` for a
+/// description without a file (CUDA IPC).
+pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<Buffer> {
     let mut raw = ptr::null_mut();
+    let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.
     check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags, &mut raw) })?;
     take_buffer(raw)
@@ -118,20 +172,16 @@ pub fn send(socket: &impl AsRawFd, descriptor: &Descriptor) -> Result<()> {
     check(unsafe { sys::dlb_share_send(socket.as_raw_fd(), &d) })
 }
 
-/// `dlb_share_recv`: the next descriptor, `None` at the end of the stream.
+/// `dlb_share_recv`: the next descriptor, `None` at the end of the
+/// stream. A CUDA IPC description arrives without a file (its
+/// [`Descriptor::fd`] is `None`); the library refuses one that does not
+/// match its kind.
 pub fn recv(socket: &impl AsRawFd) -> Result<Option<Descriptor>> {
     let mut d = blank();
     // SAFETY: d is writable.
     check(unsafe { sys::dlb_share_recv(socket.as_raw_fd(), &mut d) })?;
     if d.fd < 0 && d.size == 0 {
         return Ok(None);
-    }
-    if d.fd < 0 {
-        // A CUDA IPC description (no file): Descriptor owns a file for now.
-        return Err(crate::error::Error::new(
-            crate::error::Status::UnsupportedDevice,
-            "a CUDA IPC share description arrived; the Rust crate shares host memory only",
-        ));
     }
     Ok(Some(Descriptor::from_c(&d)))
 }

@@ -316,6 +316,7 @@ fn every_header_function_is_declared() {
         ("dlb_buffer_alloc_shared", dlb_buffer_alloc_shared as *const ()),
         ("dlb_buffer_share", dlb_buffer_share as *const ()),
         ("dlb_buffer_open_shared", dlb_buffer_open_shared as *const ()),
+        ("dlb_share_description_kind", dlb_share_description_kind as *const ()),
         ("dlb_share_descriptor_close", dlb_share_descriptor_close as *const ()),
         ("dlb_share_send", dlb_share_send as *const ()),
         ("dlb_share_recv", dlb_share_recv as *const ()),
