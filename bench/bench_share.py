@@ -33,12 +33,14 @@ share its cores.
 dlbridge over a socket and for SharedMemory: receiving (or attaching), the
 DLPack import, a first sum (which faults the freshly mapped pages in), a
 second sum over the same mapping (pages already mapped), and the release
-(unmapping), in milliseconds, one line per round.
+(unmapping), in milliseconds, and the page faults of each first sum, one
+line per round.
 """
 
 import argparse
 import multiprocessing as mp
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -171,14 +173,17 @@ def breakdown(rounds):
     if pid == 0:
         x.close()
         try:
-            print("ms per step  dlbridge: recv import sum1 sum2 release | SharedMemory: attach sum1 sum2 close")
+            print("ms per step  dlbridge: recv import sum1 sum2 release | SharedMemory: attach sum1 sum2 close"
+                  " | page faults of each sum1")
             for _ in range(rounds):
                 c = [time.perf_counter()]
                 u = dlbridge.share_recv(y)
                 c.append(time.perf_counter())
                 v = np.from_dlpack(u)
                 c.append(time.perf_counter())
+                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 v.sum()
+                f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 c.append(time.perf_counter())
                 v.sum()
                 c.append(time.perf_counter())
@@ -187,7 +192,9 @@ def breakdown(rounds):
                 b = shared_memory.SharedMemory(name=blk.name)
                 w = np.ndarray((n,), dtype=np.float32, buffer=b.buf)
                 c.append(time.perf_counter())
+                f2 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 w.sum()
+                f3 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 c.append(time.perf_counter())
                 w.sum()
                 c.append(time.perf_counter())
@@ -195,7 +202,8 @@ def breakdown(rounds):
                 b.close()
                 c.append(time.perf_counter())
                 d = [1e3 * (c[i + 1] - c[i]) for i in range(len(c) - 1)]
-                print("dlbridge %6.2f %6.3f %6.1f %6.1f %6.2f | shm %6.2f %6.1f %6.1f %6.2f" % tuple(d), flush=True)
+                print("dlbridge %6.2f %6.3f %6.1f %6.1f %6.2f | shm %6.2f %6.1f %6.1f %6.2f" % tuple(d)
+                      + " | faults %d %d" % (f1 - f0, f3 - f2), flush=True)
                 y.sendall(b"k")
         finally:
             os._exit(0)

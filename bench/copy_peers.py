@@ -44,7 +44,11 @@ interpreter: every method's median and 90th percentile over all timed calls
 of all processes, dlbridge's spread (p90 / median), and the fastest peer's
 time over dlbridge's at the median and at the 90th percentile. --busy keeps
 one core busy meanwhile with a spinning process it starts and stops. The
-load average (os.getloadavg) is printed before and after.
+load average (os.getloadavg) is printed before and after. Then, per
+process in the order run: the source array's share in transparent huge
+pages, the medians of dlbridge and numpy, and dlbridge's spread among its
+own calls there (a machine that slows down for a while slows every
+method in the processes of that while).
 
 Usage:
   PYTHONPATH=build/dev/python \\
@@ -125,6 +129,27 @@ def percentile(values, q):
     return v[k]
 
 
+def huge_fraction(address):
+    """The share of the mapping holding `address` that is in transparent
+    huge pages (AnonHugePages / Size in /proc/self/smaps); None if unknown."""
+    try:
+        with open("/proc/self/smaps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    inside, size = False, 0
+    for line in lines:
+        head = line.split()[0] if line else ""
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "Size:":
+            size = int(line.split()[1])
+        elif inside and head == "AnonHugePages:":
+            return int(line.split()[1]) / size if size else None
+    return None
+
+
 def steady_child(args):
     """One fresh process of --steady: prints its timings as JSON."""
     import dlbridge
@@ -138,7 +163,8 @@ def steady_child(args):
     t = torch.from_numpy(a) if torch is not None else None
     engine_first = args.engine_first
     out = {"python": platform.python_version(), "numpy": np.__version__,
-           "torch": torch.__version__ if torch else None, "views": {}, "mismatches": 0}
+           "torch": torch.__version__ if torch else None, "views": {}, "mismatches": 0,
+           "source_huge": huge_fraction(a.ctypes.data)}
     for view in args.views.split(",") if args.views else STEADY_VIEWS:
         v = numpy_view(a, view)
         if engine_first and int(np.__version__.split(".")[0]) >= 2:
@@ -194,6 +220,7 @@ def steady(args):
         time.sleep(0.5)
     load0 = os.getloadavg()
     runs = {}
+    per_process = {}
     mismatches = 0
     try:
         for _ in range(args.processes):
@@ -212,6 +239,10 @@ def steady(args):
                 for view, times in child["views"].items():
                     for m, ts in times.items():
                         runs.setdefault(key, {}).setdefault(view, {}).setdefault(m, []).extend(ts)
+                    per_process.setdefault(key, {}).setdefault(view, []).append(
+                        {"source_huge": child.get("source_huge"),
+                         "median_s": {m: statistics.median(ts) for m, ts in times.items()},
+                         "spread": percentile(times["dlbridge"], 0.9) / statistics.median(times["dlbridge"])})
     finally:
         if spinner is not None:
             spinner.kill()
@@ -240,11 +271,26 @@ def steady(args):
             summary.append(row)
             print("%-28s %-11s fastest peer / dlbridge: median %.2f, p90 %.2f; dlbridge p90 / median %.2f"
                   % (key[:28], view, row["ratio_median"], row["ratio_p90"], row["spread"]))
+    print()
+    print("per process (in the order run): the source's share in huge pages, medians in ms of dlbridge and numpy, "
+          "and dlbridge's spread (p90 / median) among its own calls")
+    for key, views in per_process.items():
+        for view, procs in views.items():
+            cells = ["%s %.0f/%.0f %.2f" % ("?" if p["source_huge"] is None else "%.0f%%" % (100 * p["source_huge"]),
+                                           p["median_s"]["dlbridge"] * 1e3, p["median_s"]["numpy"] * 1e3, p["spread"])
+                     for p in procs]
+            print("%-28s %-11s %s" % (key[:28], view, "  ".join(cells)))
+            print("%-28s %-11s dlbridge's spread within a process, median over processes: %.2f; "
+                  "dlbridge / numpy per process: %.2f to %.2f"
+                  % (key[:28], view, statistics.median(p["spread"] for p in procs),
+                     min(p["median_s"]["dlbridge"] / p["median_s"]["numpy"] for p in procs),
+                     max(p["median_s"]["dlbridge"] / p["median_s"]["numpy"] for p in procs)))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"busy": args.busy, "processes": args.processes, "calls": args.calls,
-                       "load": [load0[0], load1[0]], "summary": summary, "runs_s": runs}, f, indent=1)
+                       "load": [load0[0], load1[0]], "summary": summary, "runs_s": runs,
+                       "per_process": per_process}, f, indent=1)
     if mismatches:
         print("copy_peers.py: %d dlbridge copies differed from numpy's" % mismatches)
         return 1
