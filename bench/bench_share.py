@@ -29,6 +29,9 @@ round, as a consumer of a new tensor would.
 The machine's load is printed (uptime) before and after: other processes
 share its cores.
 
+--reverse-setup makes the tensors in the opposite order (torch's first, dlbridge's
+last).
+
 --breakdown instead times the worker's side at 128 MiB step by step, for
 dlbridge over a socket and for SharedMemory: receiving (or attaching), the
 DLPack import, a first sum (which faults the freshly mapped pages in), a
@@ -220,6 +223,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
     ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
+    ap.add_argument("--reverse-setup", action="store_true",
+                    help="make the tensors torch's first and dlbridge's last (default: the other way round)")
     args = ap.parse_args()
     if args.breakdown:
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
@@ -232,11 +237,25 @@ def main():
     arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
     payloads = {"sizes": [(label, float(a.sum())) for label, a in arrays.items()]}
     ctx = mp.get_context("fork")
-    shared = {label: dlbridge.share(a) for label, a in arrays.items()}
+    # The tensors are made dlbridge's first, then SharedMemory's, then
+    # torch's; --reverse-setup makes them the other way round (where the
+    # pages of each come from may depend on it).
+    def make_shared():
+        return {label: dlbridge.share(a) for label, a in arrays.items()}
+
+    def make_torch():
+        return {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
+
+    tensors = make_torch() if args.reverse_setup and torch is not None else None
+    shared = None if args.reverse_setup else make_shared()
     blocks = {}
     for label, a in arrays.items():
         blocks[label] = shared_memory.SharedMemory(create=True, size=a.nbytes)
         np.ndarray(a.shape, dtype=a.dtype, buffer=blocks[label].buf)[:] = a
+    if shared is None:
+        shared = make_shared()
+    if tensors is None and torch is not None:
+        tensors = make_torch()
     payloads["dlbridge-queue"] = shared
     payloads["dlbridge-socket"] = shared
     payloads["pickle-copy"] = arrays
@@ -244,7 +263,7 @@ def main():
     ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-socket": SocketWay(),
             "pickle-copy": QueueWay("pickle-copy", ctx), "shm-numpy": QueueWay("shm-numpy", ctx)}
     if torch is not None:
-        payloads["torch-mp"] = {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
+        payloads["torch-mp"] = tensors
         ways["torch-mp"] = QueueWay("torch-mp", tmp.get_context("fork"))
     try:
         results = interleaved(ways, payloads, rounds)
