@@ -21,6 +21,11 @@ meson test -C "$build" --suite core --suite copy --suite reliability --print-err
 # visible to memcheck; the suppression file covers only its own noise.
 # torch is hidden (an importable stub that raises ImportError, so
 # pytest.importorskip skips): valgrind cannot run its vector code.
+# test_cuda_share_fake.py is left out: its consumers are fork()ed children
+# of a process whose fake-driver stream threads do not exist in them, and
+# that end by os._exit without finalizing, so memcheck counts the parent's
+# thread-held objects as lost in every child. The library's side of CUDA
+# sharing is leak-checked by the cuda suite under ASan+UBSan (LeakSanitizer).
 lib=$(ls "$build"/src/libdlbridge.so | head -n1)
 if [[ -d tests/python ]]; then
   stub=$(mktemp -d)
@@ -31,6 +36,7 @@ if [[ -d tests/python ]]; then
     DLB_TEST_FAKE_CUDA="$build/tests/cuda/libfake_cuda.so" \
     "${vg[@]}" --suppressions="$supp" \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/python -k "not torch" \
-      --ignore=tests/python/test_torch.py --ignore=tests/python/test_properties.py
+      --ignore=tests/python/test_torch.py --ignore=tests/python/test_properties.py \
+      --ignore=tests/python/test_cuda_share_fake.py
 fi
 echo "valgrind: no errors, nothing definitely lost"
