@@ -23,15 +23,10 @@ import textwrap
 
 import pytest
 
-FAKE = os.environ.get("DLB_TEST_FAKE_CUDA", "")
-if not FAKE:
-    pytest.skip("DLB_TEST_FAKE_CUDA (the fake CUDA driver, <build>/tests/cuda/libfake_cuda.so) is not set",
-                allow_module_level=True)
-if not os.path.isfile(FAKE):
-    raise RuntimeError("DLB_TEST_FAKE_CUDA=%s is not a file" % FAKE)
-import ctypes  # noqa: E402
+import fake_cuda_fixtures  # noqa: E402
+from fake_cuda_fixtures import _balanced, driver  # noqa: E402,F401 (fixtures of this module)
 
-_FAKE_DRIVER = ctypes.CDLL(FAKE, mode=ctypes.RTLD_GLOBAL)
+FAKE = fake_cuda_fixtures.load()
 # The same fake under another SONAME, which dlbridge never finds: a
 # producer's driver in a process where dlbridge has none.
 FAKE_PRIVATE = os.path.join(os.path.dirname(FAKE), "libfake_cuda_private.so")
@@ -45,26 +40,11 @@ A = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
 B = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
 
 
-@pytest.fixture(scope="module")
-def driver():
-    return cp.FakeDriver(FAKE)
-
-
 @pytest.fixture
 def consumer_stream(driver):
     s = driver.stream_create()
     yield s
     driver.stream_destroy(s)
-
-
-@pytest.fixture(autouse=True)
-def _balanced():
-    exports = dlbridge.live_exports()
-    alive = cp.alive()
-    yield
-    gc.collect()
-    assert cp.alive() == alive, "a producer's deleter did not run"
-    assert dlbridge.live_exports() == exports
 
 
 def host_values(t):

@@ -34,15 +34,11 @@ import socket
 
 import pytest
 
-FAKE = os.environ.get("DLB_TEST_FAKE_CUDA", "")
-if not FAKE:
-    pytest.skip("DLB_TEST_FAKE_CUDA (the fake CUDA driver, <build>/tests/cuda/libfake_cuda.so) is not set",
-                allow_module_level=True)
-if not os.path.isfile(FAKE):
-    raise RuntimeError("DLB_TEST_FAKE_CUDA=%s is not a file" % FAKE)
-import ctypes  # noqa: E402
+import fake_cuda_fixtures  # noqa: E402
+from fake_cuda_fixtures import _balanced, driver  # noqa: E402,F401 (fixtures of this module)
 
-_FAKE_DRIVER = ctypes.CDLL(FAKE, mode=ctypes.RTLD_GLOBAL)
+FAKE = fake_cuda_fixtures.load()
+import ctypes  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -57,21 +53,6 @@ DESCRIPTION_BYTES = 56 + 16 * 1 + 128       # fixed part, one dimension, the two
 # Python 3.12 warns about fork() in a process with threads (the fake's
 # stream workers); the module docstring says why it is safe here.
 pytestmark = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def driver():
-    return cp.FakeDriver(FAKE)
-
-
-@pytest.fixture(autouse=True)
-def _balanced():
-    exports = dlbridge.live_exports()
-    alive = cp.alive()
-    yield
-    gc.collect()
-    assert cp.alive() == alive, "a producer's deleter did not run"
-    assert dlbridge.live_exports() == exports
 
 
 def ipc_counts(driver):
