@@ -119,7 +119,7 @@ static int srv_running;      /* 1: a server of this process runs; -1: it cannot 
 static uint64_t srv_nonce;
 static served* srv_items;
 static size_t srv_count, srv_cap;
-static struct pollfd* srv_polls; /* [0]: the listening socket, [1]: srv_wake; then connections */
+static struct pollfd* srv_polls; /* [0]: the listening socket, [1]: the wake-up eventfd; then connections */
 static size_t srv_npolls, srv_polls_cap;
 static int srv_sleeping; /* the thread waits without a timeout: a new ticket wakes it */
 #define FIRST_CONNECTION 2
