@@ -9,16 +9,23 @@ Each way has its own worker process (forked before timing) that receives a
 tensor, sums it with numpy (the same code for every way), and sends the float back;
 a figure is the median round trip over R rounds (a fifth of them for 128
 MiB), in milliseconds. The ways take turns: in each round every way hands
-its tensor over once, in an order rotated from round to round, so that
-all of them meet the machine in the same state. The tensor exists before the clock starts in the form each
-way sends: a dlbridge tensor in shared memory, a numpy array, a
-SharedMemory block holding the data, a torch tensor already moved to shared
-memory (share_memory_()). The receiving side maps or attaches it every
-round, as a consumer of a new tensor would.
+a tensor over once, in an order rotated from round to round, so that
+all of them meet the machine in the same state. Every round makes every
+way's tensor anew before the clock starts, in that round's order, in the
+form each way sends: a dlbridge tensor in shared memory
+(dlbridge.share), the numpy array, a SharedMemory block holding the data,
+a torch tensor moved to shared memory (share_memory_()); the previous
+round's are gone by then. The receiving side maps or attaches it, as a
+consumer of a new tensor (a data loader's next batch) would. A new
+tensor each round matters at 128 MiB: how long the worker takes to map
+and unmap a file's pages depends on how scattered they are in physical
+memory (--breakdown shows it), which depends on what the kernel had free
+when the tensor was made; making them anew in rotated order gives every
+way the same luck.
 
   dlbridge-queue   a dlbridge.Tensor on a multiprocessing queue (the
                    ForkingPickler reducer: a ticket for the sender's file,
-                   opened by the worker through /proc)
+                   taken by the worker with pidfd_getfd)
   dlbridge-socket  dlbridge.share_send / share_recv over a Unix socket
   pickle-copy      the numpy array on a multiprocessing queue (its bytes
                    pickled and piped)
@@ -29,15 +36,26 @@ round, as a consumer of a new tensor would.
 The machine's load is printed (uptime) before and after: other processes
 share its cores.
 
---reverse-setup makes the tensors in the opposite order (torch's first, dlbridge's
-last).
+--same-tensors makes each way's tensor once, before the first round, and
+hands the same one over every round (dlbridge's made first, then
+SharedMemory's, then torch's; --reverse-setup the other way round).
 
 --breakdown instead times the worker's side at 128 MiB step by step, for
-dlbridge over a socket and for SharedMemory: receiving (or attaching), the
+dlbridge over a socket and for SharedMemory, both tensors made anew every
+round, which of the two is made first and which the worker takes first
+alternating: receiving (or attaching), the
 DLPack import, a first sum (which faults the freshly mapped pages in), a
 second sum over the same mapping (pages already mapped), and the release
-(unmapping), in milliseconds, and the page faults of each first sum, one
-line per round.
+(unmapping), in milliseconds, then the page faults of each first sum and
+how scattered each tensor's pages are in physical memory: the number of
+physically contiguous runs its 32768 pages form (32768: no two pages
+adjacent; read from /proc/self/pagemap, which gives page frame numbers
+to root only: "-" otherwise). One line per round, then each way's median
+first sum and release when the worker took it first and when second.
+With --reopen the parent closes the mapping it filled the SharedMemory
+block through and attaches the block anew before handing it over, as
+dlbridge.share once did with the shared copy it made (its pages then
+come to the worker marked as used: see docs/sharing.md, "A copy's pages").
 """
 
 import argparse
@@ -140,141 +158,217 @@ class SocketWay:
         os.waitpid(self.pid, 0)
 
 
-def interleaved(ways, payloads, rounds):
+class Makers:
+    """Makes each way's tensor of each size, in the form that way sends, and
+    frees what a round's tensors hold once the round is over."""
+
+    def __init__(self, arrays):
+        self.arrays = arrays
+        self.blocks = []
+
+    def make(self, kind, label):
+        a = self.arrays[label]
+        if kind in ("dlbridge-queue", "dlbridge-socket"):
+            return dlbridge.share(a)
+        if kind == "pickle-copy":
+            return a
+        if kind == "shm-numpy":
+            from multiprocessing import shared_memory
+
+            blk = shared_memory.SharedMemory(create=True, size=a.nbytes)
+            np.ndarray(a.shape, dtype=a.dtype, buffer=blk.buf)[:] = a
+            self.blocks.append(blk)
+            return (blk.name, a.size)
+        return torch.from_numpy(a.copy()).share_memory_()
+
+    def done(self):
+        for blk in self.blocks:
+            blk.close()
+            blk.unlink()
+        self.blocks = []
+
+
+def interleaved(ways, makers, sizes, rounds, same):
     """Median round trip (ms) of every way at every size; in each round
     every way goes once, their order rotated from round to round, so that
-    all of them meet the machine in the same state."""
+    all of them meet the machine in the same state. Each round's tensors
+    are made before its clock starts, in its order (`same`: one set, made
+    before the first round, serves every round)."""
     results = {k: {} for k in ways}
-    for label, expect in payloads["sizes"]:
+    names = list(ways)
+    for label, expect in sizes:
         samples = {k: [] for k in ways}
-        names = list(ways)
+        payloads = {k: makers.make(k, label) for k in names} if same else None
         for i in range(rounds[label] + 1):
             order = names[i % len(names):] + names[:i % len(names)]
+            if not same:
+                payloads = None  # the last round's go first
+                payloads = {k: makers.make(k, label) for k in order}
             for k in order:
-                payload = payloads[k][label]
                 t0 = time.perf_counter()
-                s = ways[k].round_trip(payload)
+                s = ways[k].round_trip(payloads[k])
                 dt = time.perf_counter() - t0
                 assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect)), (k, label, s, expect)
                 if i > 0:  # the first round warms the workers up
                     samples[k].append(dt)
+            if not same:
+                payloads = None
+                makers.done()
+        payloads = None
+        makers.done()
         for k in ways:
             results[k][label] = median_ms(samples[k])
     return results
 
 
-def breakdown(rounds):
+def physical_runs(addr, nbytes):
+    """How many physically contiguous runs the (mapped-in) pages of
+    [addr, addr + nbytes) form, or None where page frame numbers cannot be
+    read (they are given to root only)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    first, count = addr // page, (addr + nbytes + page - 1) // page - addr // page
+    try:
+        with open("/proc/self/pagemap", "rb") as f:
+            f.seek(first * 8)
+            raw = f.read(count * 8)
+    except OSError:
+        return None
+    entries = np.frombuffer(raw, dtype=np.uint64)
+    frames = (entries & np.uint64((1 << 55) - 1)).astype(np.int64)
+    if len(frames) != count or not frames.any():
+        return None
+    return int(np.count_nonzero(np.diff(frames) != 1)) + 1
+
+
+def breakdown(rounds, reopen=False):
     from multiprocessing import shared_memory
 
     n = (128 << 20) // 4
     a = np.random.default_rng(0).random(n, dtype=np.float32)
-    t = dlbridge.share(a)
-    blk = shared_memory.SharedMemory(create=True, size=a.nbytes)
-    np.ndarray(a.shape, dtype=np.float32, buffer=blk.buf)[:] = a
     x, y = socket.socketpair()
+
+    def steps(get, view_of):
+        """[get, import, sum1, sum2, release] ms, sum1's faults, runs."""
+        c = [time.perf_counter()]
+        u = get()
+        c.append(time.perf_counter())
+        v = view_of(u)
+        c.append(time.perf_counter())
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        v.sum()
+        f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        c.append(time.perf_counter())
+        v.sum()
+        c.append(time.perf_counter())
+        runs = physical_runs(v.ctypes.data, v.nbytes)  # outside the clock
+        r0 = time.perf_counter()
+        del v
+        if isinstance(u, shared_memory.SharedMemory):
+            u.close()
+        del u
+        c.append(time.perf_counter())
+        d = [1e3 * (c[i + 1] - c[i]) for i in range(4)] + [1e3 * (c[5] - r0)]
+        return d, f1 - f0, runs
+
+    # One resource tracker for both sides (else the worker's would remove the
+    # parent's blocks when the worker exits).
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     pid = os.fork()
     if pid == 0:
         x.close()
         try:
-            print("ms per step  dlbridge: recv import sum1 sum2 release | SharedMemory: attach sum1 sum2 close"
-                  " | page faults of each sum1")
-            for _ in range(rounds):
-                c = [time.perf_counter()]
-                u = dlbridge.share_recv(y)
-                c.append(time.perf_counter())
-                v = np.from_dlpack(u)
-                c.append(time.perf_counter())
-                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                v.sum()
-                f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                c.append(time.perf_counter())
-                v.sum()
-                c.append(time.perf_counter())
-                del v, u
-                c.append(time.perf_counter())
-                b = shared_memory.SharedMemory(name=blk.name)
-                w = np.ndarray((n,), dtype=np.float32, buffer=b.buf)
-                c.append(time.perf_counter())
-                f2 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                w.sum()
-                f3 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                c.append(time.perf_counter())
-                w.sum()
-                c.append(time.perf_counter())
-                del w
-                b.close()
-                c.append(time.perf_counter())
-                d = [1e3 * (c[i + 1] - c[i]) for i in range(len(c) - 1)]
-                print("dlbridge %6.2f %6.3f %6.1f %6.1f %6.2f | shm %6.2f %6.1f %6.1f %6.2f" % tuple(d)
-                      + " | faults %d %d" % (f1 - f0, f3 - f2), flush=True)
+            print("ms per step, dlbridge: recv import sum1 sum2 release | SharedMemory: attach view sum1 sum2 close"
+                  " | page faults of each sum1 | physically contiguous runs of each tensor's 32768 pages"
+                  " | which went first")
+            firsts = {"dlbridge": [], "shm": []}
+            seconds = {"dlbridge": [], "shm": []}
+            for i in range(rounds):
+                name = y.recv(64, socket.MSG_WAITALL).rstrip(b"\0").decode()
+                got = {}
+                order = ("dlbridge", "shm") if i % 2 == 0 else ("shm", "dlbridge")
+                for k in order:
+                    if k == "dlbridge":
+                        got[k] = steps(lambda: dlbridge.share_recv(y), np.from_dlpack)
+                    else:
+                        got[k] = steps(lambda: shared_memory.SharedMemory(name=name),
+                                       lambda b: np.ndarray((n,), dtype=np.float32, buffer=b.buf))
+                (dd, fd_, rd), (ds, fs, rs) = got["dlbridge"], got["shm"]
+                print("dlbridge %6.2f %6.3f %6.1f %6.1f %6.2f | shm %6.2f %6.3f %6.1f %6.1f %6.2f" % tuple(dd + ds)
+                      + " | faults %d %d | runs %s %s | %s" % (fd_, fs, rd if rd is not None else "-",
+                                                              rs if rs is not None else "-", order[0]), flush=True)
+                if i > 0:  # the first round warms up
+                    firsts[order[0]].append(got[order[0]][0])
+                    seconds[order[1]].append(got[order[1]][0])
                 y.sendall(b"k")
+            print("medians, ms: first sum / release, of the tensor the worker took first and of the one it took second")
+            for k in ("dlbridge", "shm"):
+                med = [("%.1f / %.1f" % (statistics.median(d[2] for d in v), statistics.median(d[4] for d in v))
+                        if v else "-") for v in (firsts[k], seconds[k])]
+                print("%-9s first: %s   second: %s" % (k, med[0], med[1]))
         finally:
             os._exit(0)
     y.close()
-    for _ in range(rounds):
+    for i in range(rounds):
+        # both tensors made anew, which first alternating; the last round's gone first
+        t = blk = None
+        for which in (("d", "s") if i % 2 == 0 else ("s", "d")):
+            if which == "d":
+                t = dlbridge.share(a)
+            else:
+                blk = shared_memory.SharedMemory(create=True, size=a.nbytes)
+                np.ndarray(a.shape, dtype=np.float32, buffer=blk.buf)[:] = a
+                if reopen:  # the mapping that wrote it goes; the block is attached anew
+                    name = blk.name
+                    blk.close()
+                    blk = shared_memory.SharedMemory(name=name)
+        x.sendall(blk.name.encode().ljust(64, b"\0"))
         dlbridge.share_send(x, t)
         x.recv(1)
+        del t
+        blk.close()
+        blk.unlink()
     os.waitpid(pid, 0)
-    blk.close()
-    blk.unlink()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
     ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
+    ap.add_argument("--reopen", action="store_true",
+                    help="with --breakdown: the SharedMemory block's writing mapping is closed and the block attached anew")
+    ap.add_argument("--same-tensors", action="store_true",
+                    help="make each way's tensor once and hand the same one over every round")
     ap.add_argument("--reverse-setup", action="store_true",
-                    help="make the tensors torch's first and dlbridge's last (default: the other way round)")
+                    help="with --same-tensors: make the tensors torch's first and dlbridge's last")
     args = ap.parse_args()
     if args.breakdown:
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-        breakdown(max(3, args.rounds // 5))
+        breakdown(max(3, args.rounds // 5), args.reopen)
         return
     rounds = {"4 KiB": args.rounds, "1 MiB": args.rounds, "128 MiB": max(3, args.rounds // 5)}
     print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    from multiprocessing import shared_memory
+    print("tensors:", "the same ones every round" if args.same_tensors else "made anew every round")
 
     arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
-    payloads = {"sizes": [(label, float(a.sum())) for label, a in arrays.items()]}
+    sizes = [(label, float(a.sum())) for label, a in arrays.items()]
     ctx = mp.get_context("fork")
-    # The tensors are made dlbridge's first, then SharedMemory's, then
-    # torch's; --reverse-setup makes them the other way round (where the
-    # pages of each come from may depend on it).
-    def make_shared():
-        return {label: dlbridge.share(a) for label, a in arrays.items()}
-
-    def make_torch():
-        return {label: torch.from_numpy(a.copy()).share_memory_() for label, a in arrays.items()}
-
-    tensors = make_torch() if args.reverse_setup and torch is not None else None
-    shared = None if args.reverse_setup else make_shared()
-    blocks = {}
-    for label, a in arrays.items():
-        blocks[label] = shared_memory.SharedMemory(create=True, size=a.nbytes)
-        np.ndarray(a.shape, dtype=a.dtype, buffer=blocks[label].buf)[:] = a
-    if shared is None:
-        shared = make_shared()
-    if tensors is None and torch is not None:
-        tensors = make_torch()
-    payloads["dlbridge-queue"] = shared
-    payloads["dlbridge-socket"] = shared
-    payloads["pickle-copy"] = arrays
-    payloads["shm-numpy"] = {label: (blocks[label].name, arrays[label].size) for label in arrays}
     ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-socket": SocketWay(),
             "pickle-copy": QueueWay("pickle-copy", ctx), "shm-numpy": QueueWay("shm-numpy", ctx)}
     if torch is not None:
-        payloads["torch-mp"] = tensors
         ways["torch-mp"] = QueueWay("torch-mp", tmp.get_context("fork"))
+    makers = Makers(arrays)
+    if args.reverse_setup:
+        ways = dict(reversed(list(ways.items())))  # with --same-tensors the tensors are made in this order
     try:
-        results = interleaved(ways, payloads, rounds)
+        results = interleaved(ways, makers, sizes, rounds, args.same_tensors)
     finally:
         # The queue workers, forked after the socket's, hold its parent end
         # too: they go first, so that the socket's worker sees the end.
         for w in sorted(ways.values(), key=lambda w: isinstance(w, SocketWay)):
             w.close()
-        for b in blocks.values():
-            b.close()
-            b.unlink()
+        makers.done()
 
     kinds = list(results)
     print()
@@ -295,7 +389,6 @@ def main():
             continue
         print("%-16s" % k + "".join("%12.2f" % (results[k][l] / results["dlbridge-socket"][l]) for l, _ in SIZES))
     print("uptime after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    del shared
 
 
 if __name__ == "__main__":

@@ -120,41 +120,116 @@ std::size_t page_size() noexcept {
   return p > 0 ? static_cast<std::size_t>(p) : 4096;
 }
 
-dlb_status alloc_impl(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
-                      dlb_buffer** out) {
-  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  DLTensor view;
-  std::memset(&view, 0, sizeof view);
-  view.device = device;
-  view.dtype = dtype;
-  view.ndim = ndim;
-  view.shape = const_cast<std::int64_t*>(shape);
-  LayoutInfo info;
-  DLB_TRY(check_layout(&view, Origin::argument, false, &info));
-  if (device_type_of(device) != kDLCPU || device.device_id != 0)
-    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "dlb_buffer_alloc_shared allocates host memory only; device %s:%d "
-                     "was asked for", device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
-  // At least one page, so that an empty tensor has a mapping too.
+// A new sealed memory file of at least `nbytes` bytes (at least a page),
+// mapped read-write and recorded; nullptr with the error set on failure.
+Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
   const std::size_t page = page_size();
-  if (info.nbytes > SIZE_MAX - page || info.nbytes > static_cast<std::uint64_t>(INT64_MAX) - page)
-    return set_error(DLB_ERR_OVERFLOW, "%" PRIu64 " bytes of shared memory cannot be allocated", info.nbytes);
-  std::size_t size = static_cast<std::size_t>(info.nbytes);
-  size = size == 0 ? page : (size + page - 1) / page * page;
+  if (nbytes > SIZE_MAX - page || nbytes > static_cast<std::uint64_t>(INT64_MAX) - page) {
+    set_error(DLB_ERR_OVERFLOW, "%" PRIu64 " bytes of shared memory cannot be allocated", nbytes);
+    return nullptr;
+  }
+  std::size_t size = static_cast<std::size_t>(nbytes);
+  size = size == 0 ? page : (size + page - 1) / page * page;  // an empty tensor has a mapping too
   const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
+  if (fd < 0) {
+    set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
+    return nullptr;
+  }
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     const int e = errno;
     close(fd);
-    return set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
+    set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
+    return nullptr;
   }
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     const int e = errno;
     close(fd);
-    return set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
+    set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
+    return nullptr;
   }
-  Mapping* m = map_file(fd, size, false);
-  if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
+  return map_file(fd, size, false);
+}
+
+// The compact view of a new buffer of `dtype` and `shape` on the host,
+// checked; `info` receives its size.
+dlb_status new_view(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape, DLTensor* view,
+                    LayoutInfo* info, const char* who) noexcept {
+  std::memset(view, 0, sizeof *view);
+  view->device = device;
+  view->dtype = dtype;
+  view->ndim = ndim;
+  view->shape = const_cast<std::int64_t*>(shape);
+  DLB_TRY(check_layout(view, Origin::argument, false, info));
+  if (device_type_of(device) != kDLCPU || device.device_id != 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s allocates host memory only; device %s:%d was asked for", who,
+                     device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
+  return DLB_OK;
+}
+
+dlb_status alloc_impl(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
+                      dlb_buffer** out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  DLTensor view;
+  LayoutInfo info;
+  DLB_TRY(new_view(device, dtype, ndim, shape, &view, &info, "dlb_buffer_alloc_shared"));
+  Mapping* m = new_shared_mapping(info.nbytes);
+  if (m == nullptr) return last_error_code();
   return wrap_mapping(m, view, false, out);
+}
+
+// Makes a writable mapping read-only for good: the mapping PROT_READ and
+// its file descriptor one opened read-only, so that nothing shared from it
+// can write. False with the error set on failure (the mapping unchanged).
+bool seal_read_only(Mapping* m) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd);
+  const int ro = open(path, O_RDONLY | O_CLOEXEC);
+  if (ro < 0) {
+    set_error(DLB_ERR_INVALID_ARGUMENT, "reopening the shared memory read-only (%s) failed: %s", path,
+              std::strerror(errno));
+    return false;
+  }
+  if (mprotect(m->base, m->size, PROT_READ) != 0) {
+    const int e = errno;
+    close(ro);
+    set_error(DLB_ERR_OUT_OF_MEMORY, "making the shared mapping read-only failed: %s", std::strerror(e));
+    return false;
+  }
+  close(m->fd);
+  m->fd = ro;
+  m->read_only = true;
+  return true;
+}
+
+// A new shared buffer with `buffer`'s elements, compact; `*mapping_out`
+// (optional) receives its mapping.
+dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out, Mapping** mapping_out) noexcept {
+  DLTensor t;
+  DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
+  read_only = read_only || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  DLTensor view;
+  LayoutInfo info;
+  DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared"));
+  Mapping* m = new_shared_mapping(info.nbytes);
+  if (m == nullptr) return last_error_code();
+  const dlb_status s = buffer_copy_out(buffer, m->base, info.nbytes, DLB_STREAM_NONE);
+  if (s != DLB_OK || (read_only && !seal_read_only(m))) {
+    const dlb_status failed = s != DLB_OK ? s : last_error_code();
+    unmap(m);  // sets no message: the copy's (or the seal's) stays
+    return failed;
+  }
+  if (mapping_out != nullptr) *mapping_out = m;
+  return wrap_mapping(m, view, read_only, out);
+}
+
+dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) {
+  if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if ((flags & ~DLB_SHARE_READ_ONLY) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "flags has bits 0x%" PRIx64 " that dlb_buffer_copy_shared does not take",
+                     flags & ~DLB_SHARE_READ_ONLY);
+  return copy_into_shared(buffer, (flags & DLB_SHARE_READ_ONLY) != 0, out, nullptr);
 }
 
 // A new close-on-exec file descriptor for `m`'s file, read-only if asked.
@@ -253,13 +328,19 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
                      host ? "host memory" : "memory the host cannot map", device_type_name(device_type_of(t.device)),
                      static_cast<int>(t.device.device_id));
   }
-  // One copy, straight into new shared memory.
+  // One copy, straight into new shared memory, which lives on in the
+  // descriptor's file only. The copy's pages leave its mapping marked as
+  // not recently used (MADV_COLD): the kernel marks a page accessed when a
+  // mapping that touched it goes, and a receiver's unmap of pages so marked
+  // moves each to the active list, which made its first sum and release of
+  // 128 MiB 3 and 8 ms slower (docs/sharing.md, "A copy's pages").
   dlb_buffer* copy = nullptr;
-  DLB_TRY(alloc_impl(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &copy));
-  DLTensor ct;
-  dlb_buffer_dltensor(copy, &ct);
-  dlb_status s = buffer_copy_out(buffer, ct.data, dlb_buffer_nbytes(copy), DLB_STREAM_NONE);
-  if (s == DLB_OK) s = share_impl(copy, read_only ? DLB_SHARE_READ_ONLY : 0, out);
+  Mapping* m = nullptr;
+  DLB_TRY(copy_into_shared(buffer, read_only, &copy, &m));
+#if defined(MADV_COLD)
+  (void)madvise(m->base, m->size, MADV_COLD);
+#endif
+  const dlb_status s = share_impl(copy, read_only ? DLB_SHARE_READ_ONLY : 0, out);
   dlb_buffer_release(copy);
   return s;
 }
@@ -342,6 +423,10 @@ extern "C" {
 DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim, const int64_t* shape,
                                            dlb_buffer** out) {
   return dlb::firewall(__func__, [&] { return dlb::share::alloc_impl(device, dtype, ndim, shape, out); });
+}
+
+DLB_API dlb_status dlb_buffer_copy_shared(dlb_buffer* buffer, uint64_t flags, dlb_buffer** out) {
+  return dlb::firewall(__func__, [&] { return dlb::share::copy_impl(buffer, flags, out); });
 }
 
 DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out) {

@@ -103,6 +103,33 @@ DLB_API dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, in
                                            const int64_t* shape, dlb_buffer** out);
 
 /**
+ * A new shared buffer holding a copy of a buffer's elements.
+ *
+ * The result is what dlb_buffer_alloc_shared() makes (host memory another
+ * process can map, shared without a further copy by dlb_buffer_share()),
+ * with `buffer`'s dtype and shape, compact row-major, and its elements
+ * copied once from wherever `buffer` lies (host, or backend memory the
+ * library can copy from). Prefer it to dlb_buffer_share() with
+ * DLB_SHARE_COPY_IF_NEEDED when this process keeps the tensor: its mapping
+ * stays the one the copy wrote through, which also spares receivers work
+ * (docs/sharing.md, "A copy's pages").
+ * @param buffer the source; not consumed (its reference stays the caller's).
+ * @param flags 0 or DLB_SHARE_READ_ONLY. The copy is read-only when asked
+ *        for or when `buffer` is: then it is mapped PROT_READ here and its
+ *        file is held open read-only, so no descriptor of it can write.
+ * @param out on success receives the new buffer, owned by the caller
+ *        (release with dlb_buffer_release()); untouched on failure, when
+ *        nothing is left allocated or mapped.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer or out, unknown
+ *         flag bits); DLB_ERR_DELETED; DLB_ERR_UNSUPPORTED_DEVICE (the copy
+ *         cannot reach the memory); DLB_ERR_OVERFLOW;
+ *         DLB_ERR_OUT_OF_MEMORY (also when the system refuses the memory
+ *         file or its mapping, with its reason) and the statuses of a copy.
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_copy_shared(dlb_buffer* buffer, uint64_t flags, dlb_buffer** out);
+
+/**
  * The descriptor of a buffer for another process.
  *
  * A buffer whose elements lie in shared memory of this library (made by

@@ -288,6 +288,7 @@ typedef struct dlb_share_descriptor {
 } dlb_share_descriptor;
 dlb_status dlb_buffer_alloc_shared(DLDevice device, DLDataType dtype, int32_t ndim,
                                    const int64_t* shape, dlb_buffer** out);
+dlb_status dlb_buffer_copy_shared(dlb_buffer* buffer, uint64_t flags, dlb_buffer** out);
 dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out);
 dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,
                                   dlb_buffer** out);

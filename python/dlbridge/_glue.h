@@ -173,6 +173,8 @@ PyObject* dlbpy_share_descriptor(PyObject* module, PyObject* const* args, Py_ssi
 extern const char dlbpy_share_descriptor_doc[];
 PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor);
 extern const char dlbpy_is_shared_doc[];
+PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char dlbpy_share_copy_doc[];
 PyObject* dlbpy_open_shared(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char dlbpy_open_shared_doc[];
 PyObject* dlbpy_share_send(PyObject* module, PyObject* const* args, Py_ssize_t nargs);

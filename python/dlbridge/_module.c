@@ -285,6 +285,8 @@ static PyMethodDef module_methods[] = {
      "only the protocol before DLPack 1.0 (no max_version)"},
     {"share_descriptor", (PyCFunction)(void (*)(void))dlbpy_share_descriptor, METH_FASTCALL | METH_KEYWORDS,
      dlbpy_share_descriptor_doc},
+    {"share_copy", (PyCFunction)(void (*)(void))dlbpy_share_copy, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_share_copy_doc},
     {"is_shared", dlbpy_is_shared, METH_O, dlbpy_is_shared_doc},
     {"open_shared", (PyCFunction)(void (*)(void))dlbpy_open_shared, METH_FASTCALL | METH_KEYWORDS,
      dlbpy_open_shared_doc},

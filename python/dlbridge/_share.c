@@ -74,6 +74,33 @@ const char dlbpy_share_descriptor_doc[] =
     "raises dlbridge.Error DLB_ERR_NOT_ZERO_COPY unless copy is true (then it is\n"
     "copied once into new shared memory).";
 
+PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"read_only"};
+  PyObject* values[1];
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "share_copy() takes one tensor");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("share_copy", args + 1, 0, kwnames, names, 1, values) != 0) return NULL;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(args[0]);
+  if (buffer == NULL) return NULL;
+  uint64_t flags = 0;
+  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0) return NULL;
+  dlb_buffer* copy = NULL;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS  /* the copy may take a while */
+  s = dlb_buffer_copy_shared(buffer, flags, &copy);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (copy == NULL) return dlbpy_raise_error(DLB_ERR_INTERNAL, "dlb_buffer_copy_shared gave no buffer");
+  return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), copy);
+}
+const char dlbpy_share_copy_doc[] =
+    "share_copy(tensor, /, *, read_only=False) -> Tensor\n"
+    "--\n\n"
+    "A new tensor in shared memory with the tensor's elements (compact), copied\n"
+    "once (dlb_buffer_copy_shared); read-only when asked for or when the tensor is.";
+
 PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor) {
   (void)module;
   dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);

@@ -71,11 +71,9 @@ def share(obj: Any) -> Tensor:
     tensor = obj if isinstance(obj, Tensor) else _from_dlpack(obj)
     if _glue.is_shared(tensor):
         return tensor
-    fd, description = _glue.share_descriptor(tensor, copy=True, read_only=tensor.readonly)
-    try:
-        return _glue.open_shared(fd, description)
-    finally:
-        os.close(fd)
+    # The copy's own mapping, kept (not a descriptor reopened): the pages
+    # stay as the copy left them (docs/sharing.md, "A copy's pages").
+    return _glue.share_copy(tensor, read_only=tensor.readonly)
 
 
 def _fileno(sock: Any) -> int:

@@ -294,4 +294,98 @@ TEST_F(Share, ShareRefusals) {
   dlb_buffer_release(b);
 }
 
+TEST_F(Share, CopySharedKeepsTheCopysMappingAndSharesWithoutACopy) {
+  // A transposed view of ordinary memory, copied compact into one new
+  // shared mapping that is the result's own.
+  std::vector<float> mem = {0, 1, 2, 3, 4, 5};
+  std::int64_t shape[] = {3, 2};
+  std::int64_t strides[] = {1, 3};
+  DLTensor v;
+  std::memset(&v, 0, sizeof v);
+  v.data = mem.data();
+  v.device = cpu();
+  v.dtype = f32();
+  v.ndim = 2;
+  v.shape = shape;
+  v.strides = strides;
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&v, 0, nullptr, nullptr, &b), DLB_OK);
+  dlb_buffer* c = nullptr;
+  ASSERT_EQ(dlb_buffer_copy_shared(b, 0, &c), DLB_OK);
+  EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_ + 1);  // one mapping, none reopened
+  EXPECT_EQ(shared_maps(), maps_at_start_ + 1);
+  EXPECT_EQ(open_fds(), fds_at_start_ + 1);
+  EXPECT_EQ(dlb_buffer_flags(c) & DLB_BUFFER_READ_ONLY, 0u);
+  float* q = data_of(c);
+  EXPECT_EQ(mapping_perms(q), "rw-s");
+  const float want[] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(q[i], want[i]);
+  DLTensor ct;
+  dlb_buffer_dltensor(c, &ct);
+  EXPECT_EQ(ct.shape[0], 3);
+  EXPECT_EQ(ct.shape[1], 2);
+  // Shared without a further copy: the receiver sees this memory.
+  dlb_share_descriptor d = share_of(c);
+  dlb_buffer* o = open_of(d);
+  dlb_share_descriptor_close(&d);
+  data_of(o)[5] = 50.0f;
+  EXPECT_EQ(q[5], 50.0f);
+  EXPECT_EQ(mem[5], 5.0f);  // the source untouched
+  dlb_buffer_release(o);
+  dlb_buffer_release(c);
+  EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_);
+  EXPECT_EQ(open_fds(), fds_at_start_);
+  dlb_buffer_release(b);
+}
+
+TEST_F(Share, ReadOnlyCopySharedIsMappedAndFiledReadOnly) {
+  dlb_buffer* src = alloc_shared_f32({1024});
+  data_of(src)[7] = 7.0f;
+  for (const bool by_flag : {true, false}) {
+    dlb_buffer* from = src;
+    dlb_buffer* ro = nullptr;
+    if (!by_flag) {  // a read-only source gives a read-only copy
+      DLTensor t;
+      dlb_buffer_dltensor(src, &t);
+      ASSERT_EQ(dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY, nullptr, nullptr, &ro), DLB_OK);
+      from = ro;
+    }
+    dlb_buffer* c = nullptr;
+    ASSERT_EQ(dlb_buffer_copy_shared(from, by_flag ? DLB_SHARE_READ_ONLY : 0, &c), DLB_OK);
+    EXPECT_NE(dlb_buffer_flags(c) & DLB_BUFFER_READ_ONLY, 0u);
+    const float* q = data_of(c);
+    EXPECT_EQ(q[7], 7.0f);
+    EXPECT_EQ(mapping_perms(q), "r--s");
+    const int rc = in_child([q] {
+      const_cast<volatile float*>(q)[0] = 2.0f;
+      return 0;
+    });
+    EXPECT_NE(rc, 0);
+    // Its descriptors cannot write: the file is held open read-only.
+    dlb_share_descriptor d = share_of(c);
+    EXPECT_EQ(fcntl(d.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+    EXPECT_EQ(get_le(d.description + kFlags, 8), 1u);
+    dlb_share_descriptor_close(&d);
+    dlb_buffer_release(c);
+    dlb_buffer_release(ro);
+  }
+  dlb_buffer_release(src);
+  EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_);
+  EXPECT_EQ(open_fds(), fds_at_start_);
+}
+
+TEST_F(Share, CopySharedRefusals) {
+  dlb_buffer* b = alloc_shared_f32({4});
+  dlb_buffer* c = nullptr;
+  EXPECT_EQ(dlb_buffer_copy_shared(nullptr, 0, &c), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_buffer_copy_shared(b, 0, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_buffer_copy_shared(b, DLB_SHARE_COPY_IF_NEEDED, &c), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("dlb_buffer_copy_shared does not take"));
+  ASSERT_EQ(dlb_buffer_delete(b), DLB_OK);
+  EXPECT_EQ(dlb_buffer_copy_shared(b, 0, &c), DLB_ERR_DELETED);
+  EXPECT_EQ(c, nullptr);
+  dlb_buffer_release(b);
+  EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_);
+}
+
 }  // namespace

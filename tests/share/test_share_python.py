@@ -6,6 +6,7 @@ Run: PYTHONPATH=<build>/python DLB_SHARE_EXAMPLE=<build>/tests/share/share_tenso
      python3 -m pytest tests/share
 """
 
+import fcntl
 import gc
 import os
 import pickle
@@ -97,12 +98,33 @@ def test_share_copies_other_memory_once_and_keeps_shared_memory():
     assert np.array_equal(np.from_dlpack(t), a)
     assert dlbridge.shared_mappings() >= 1
     assert dlbridge.share(t) is t  # shared already
+    before = dlbridge.shared_mappings()
+    u = dlbridge.share(a)  # the copy's own mapping: one, none reopened
+    assert dlbridge.shared_mappings() == before + 1
+    assert np.array_equal(np.from_dlpack(u), a) and not u.readonly
+    del u
     g = torch.from_dlpack(t)
     view = dlbridge.share(g[1:])  # a framework's view into shared memory: no copy
     assert view.data_ptr == t.data_ptr + 16
     g[1, 0] = 40.0
     assert np.from_dlpack(view)[0, 0] == 40.0
     del g, view, t
+
+
+def test_share_copy_of_a_read_only_tensor_is_read_only():
+    t = dlbridge.share(np.arange(6, dtype=np.int32))
+    r = dlbridge._glue.share_copy(t, read_only=True)
+    assert r.readonly and not t.readonly
+    assert np.array_equal(np.from_dlpack(r), np.arange(6, dtype=np.int32))
+    fd, description = dlbridge._share.descriptor(r)
+    try:
+        assert fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY  # no descriptor of it can write
+    finally:
+        os.close(fd)
+    assert dlbridge.share(r) is r
+    with pytest.raises(TypeError):
+        dlbridge._glue.share_copy(np.arange(3))  # a Tensor only: share() imports first
+    del r, t
 
 
 def test_share_of_a_read_only_tensor_is_read_only():

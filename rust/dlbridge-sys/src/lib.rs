@@ -472,6 +472,7 @@ extern "C" {
         shape: *const i64,
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
+    pub fn dlb_buffer_copy_shared(buffer: *mut dlb_buffer, flags: u64, out: *mut *mut dlb_buffer) -> dlb_status;
     pub fn dlb_buffer_share(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_descriptor) -> dlb_status;
     pub fn dlb_buffer_open_shared(
         fd: i32,

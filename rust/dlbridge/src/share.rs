@@ -144,6 +144,16 @@ pub fn alloc_shared(dtype: DLDataType, shape: &[i64]) -> Result<Buffer> {
     take_buffer(raw)
 }
 
+/// `dlb_buffer_copy_shared`: a new shared buffer with `buffer`'s elements
+/// (compact), read-only when `flags` has `DLB_SHARE_READ_ONLY` or `buffer`
+/// is; `buffer` stays the caller's.
+pub fn copy_shared(buffer: &Buffer, flags: u64) -> Result<Buffer> {
+    let mut raw = ptr::null_mut();
+    // SAFETY: a live handle; raw is writable.
+    check(unsafe { sys::dlb_buffer_copy_shared(buffer.as_ptr(), flags, &mut raw) })?;
+    take_buffer(raw)
+}
+
 /// `dlb_buffer_share`: the descriptor of `buffer` (flags
 /// `DLB_SHARE_COPY_IF_NEEDED`, `DLB_SHARE_READ_ONLY`). CUDA device memory
 /// of the library's CUDA backend gives a CUDA IPC descriptor (no file);

@@ -314,6 +314,7 @@ fn every_header_function_is_declared() {
         ("dlb_copy_threads", dlb_copy_threads as *const ()),
         ("dlb_managed_tensor_alloc", dlb_managed_tensor_alloc as *const ()),
         ("dlb_buffer_alloc_shared", dlb_buffer_alloc_shared as *const ()),
+        ("dlb_buffer_copy_shared", dlb_buffer_copy_shared as *const ()),
         ("dlb_buffer_share", dlb_buffer_share as *const ()),
         ("dlb_buffer_open_shared", dlb_buffer_open_shared as *const ()),
         ("dlb_share_description_kind", dlb_share_description_kind as *const ()),

@@ -50,6 +50,17 @@ fn same_process_round_trip_and_refusals() {
         assert_eq!(share::share(&plain, 0).unwrap_err().status, Status::NotZeroCopy);
         let copied = share::share(&plain, share::DLB_SHARE_COPY_IF_NEEDED).unwrap().open(0).unwrap();
         assert_eq!(copied.to_vec::<f32>().unwrap(), vec![1.0; 4]);
+        let before = share::shared_mappings();
+        let kept = share::copy_shared(&plain, 0).unwrap();
+        assert_eq!(share::shared_mappings(), before + 1);
+        assert_eq!(kept.to_vec::<f32>().unwrap(), vec![1.0; 4]);
+        assert!(!kept.is_read_only());
+        let seen = share::share(&kept, 0).unwrap().open(0).unwrap();
+        assert_eq!(seen.to_vec::<f32>().unwrap(), vec![1.0; 4]);
+        let frozen = share::copy_shared(&plain, DLB_SHARE_READ_ONLY).unwrap();
+        assert!(frozen.is_read_only());
+        let e = share::copy_shared(&plain, share::DLB_SHARE_COPY_IF_NEEDED).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
     }
     assert_eq!(share::shared_mappings(), maps);
     assert_eq!(open_fds(), fds);
