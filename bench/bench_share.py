@@ -81,7 +81,7 @@ SIZES = [("4 KiB", 4 << 10), ("1 MiB", 1 << 20), ("128 MiB", 128 << 20)]
 
 
 def _worker_queue(kind, inq, outq):
-    from multiprocessing import shared_memory
+    from multiprocessing import resource_tracker, shared_memory
 
     while True:
         item = inq.get()
@@ -94,6 +94,10 @@ def _worker_queue(kind, inq, outq):
         elif kind == "shm-numpy":
             name, n = item
             block = shared_memory.SharedMemory(name=name)
+            # Attaching registers the block with this worker's resource
+            # tracker too (Python < 3.13), which would try to remove it
+            # again at exit; the sender removes it.
+            resource_tracker.unregister(block._name, "shared_memory")
             view = np.ndarray((n,), dtype=np.float32, buffer=block.buf)
             s = float(view.sum())
             del view
