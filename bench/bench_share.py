@@ -205,8 +205,7 @@ def interleaved(ways, makers, sizes, rounds, same):
         payloads = {k: makers.make(k, label) for k in names} if same else None
         for i in range(rounds[label] + 1):
             order = names[i % len(names):] + names[:i % len(names)]
-            if not same:
-                payloads = None  # the last round's go first
+            if not same:  # the last round's are gone (below)
                 payloads = {k: makers.make(k, label) for k in order}
             for k in order:
                 t0 = time.perf_counter()

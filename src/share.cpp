@@ -120,6 +120,26 @@ std::size_t page_size() noexcept {
   return p > 0 ? static_cast<std::size_t>(p) : 4096;
 }
 
+// A new close-on-exec file descriptor for `m`'s file, read-only if asked.
+dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
+  int fd;
+  if (read_only && !m.read_only) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", m.fd);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "reopening the shared memory read-only (%s) failed: %s", path,
+                       std::strerror(errno));
+  } else {
+    fd = fcntl(m.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating the shared memory's file descriptor failed: %s",
+                       std::strerror(errno));
+  }
+  *out = fd;
+  return DLB_OK;
+}
+
 // A new sealed memory file of at least `nbytes` bytes (at least a page),
 // mapped read-write and recorded; nullptr with the error set on failure.
 Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
@@ -181,14 +201,8 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, std::int32_t ndim, cons
 // its file descriptor one opened read-only, so that nothing shared from it
 // can write. False with the error set on failure (the mapping unchanged).
 bool seal_read_only(Mapping* m) noexcept {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/fd/%d", m->fd);
-  const int ro = open(path, O_RDONLY | O_CLOEXEC);
-  if (ro < 0) {
-    set_error(DLB_ERR_INVALID_ARGUMENT, "reopening the shared memory read-only (%s) failed: %s", path,
-              std::strerror(errno));
-    return false;
-  }
+  int ro = -1;
+  if (file_for(*m, true, &ro) != DLB_OK) return false;
   if (mprotect(m->base, m->size, PROT_READ) != 0) {
     const int e = errno;
     close(ro);
@@ -218,8 +232,9 @@ dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out
     unmap(m);  // sets no message: the copy's (or the seal's) stays
     return failed;
   }
+  DLB_TRY(wrap_mapping(m, view, read_only, out));  // unmaps on failure
   if (mapping_out != nullptr) *mapping_out = m;
-  return wrap_mapping(m, view, read_only, out);
+  return DLB_OK;
 }
 
 dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) {
@@ -230,26 +245,6 @@ dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) 
                      "flags has bits 0x%" PRIx64 " that dlb_buffer_copy_shared does not take",
                      flags & ~DLB_SHARE_READ_ONLY);
   return copy_into_shared(buffer, (flags & DLB_SHARE_READ_ONLY) != 0, out, nullptr);
-}
-
-// A new close-on-exec file descriptor for `m`'s file, read-only if asked.
-dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
-  int fd;
-  if (read_only && !m.read_only) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/self/fd/%d", m.fd);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return set_error(DLB_ERR_INVALID_ARGUMENT, "reopening the shared memory read-only (%s) failed: %s", path,
-                       std::strerror(errno));
-  } else {
-    fd = fcntl(m.fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0)
-      return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating the shared memory's file descriptor failed: %s",
-                       std::strerror(errno));
-  }
-  *out = fd;
-  return DLB_OK;
 }
 
 // Bytes [lo, hi) of host memory the view reaches (lo == hi for an empty
@@ -332,8 +327,8 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   // descriptor's file only. The copy's pages leave its mapping marked as
   // not recently used (MADV_COLD): the kernel marks a page accessed when a
   // mapping that touched it goes, and a receiver's unmap of pages so marked
-  // moves each to the active list, which made its first sum and release of
-  // 128 MiB 3 and 8 ms slower (docs/sharing.md, "A copy's pages").
+  // moves each to the active list, which made a release of 128 MiB 5 to 8
+  // ms slower (docs/sharing.md, "A copy's pages").
   dlb_buffer* copy = nullptr;
   Mapping* m = nullptr;
   DLB_TRY(copy_into_shared(buffer, read_only, &copy, &m));

@@ -19,6 +19,23 @@ using namespace sharetest;
 
 namespace {
 
+// A 3x2 transposed view (strides 1, 3) of `mem`'s six floats, ordinary
+// memory; nullptr if the wrap fails.
+dlb_buffer* wrap_transposed_3x2(std::vector<float>& mem) {
+  std::int64_t shape[] = {3, 2};
+  std::int64_t strides[] = {1, 3};
+  DLTensor v;
+  std::memset(&v, 0, sizeof v);
+  v.data = mem.data();
+  v.device = cpu();
+  v.dtype = f32();
+  v.ndim = 2;
+  v.shape = shape;
+  v.strides = strides;
+  dlb_buffer* b = nullptr;
+  return dlb_buffer_wrap(&v, 0, nullptr, nullptr, &b) == DLB_OK ? b : nullptr;
+}
+
 TEST_F(Share, AllocatesZeroedPageAlignedSealedMemory) {
   dlb_buffer* b = alloc_shared_f32({3, 5});
   ASSERT_NE(b, nullptr);
@@ -157,18 +174,8 @@ TEST_F(Share, OrdinaryMemoryIsRefusedUnlessACopyIsAllowed) {
 TEST_F(Share, StridedCopyIsCompact) {
   // A transposed view of ordinary memory is copied compact.
   std::vector<float> mem = {0, 1, 2, 3, 4, 5};
-  std::int64_t shape[] = {3, 2};
-  std::int64_t strides[] = {1, 3};
-  DLTensor v;
-  std::memset(&v, 0, sizeof v);
-  v.data = mem.data();
-  v.device = cpu();
-  v.dtype = f32();
-  v.ndim = 2;
-  v.shape = shape;
-  v.strides = strides;
-  dlb_buffer* b = nullptr;
-  ASSERT_EQ(dlb_buffer_wrap(&v, 0, nullptr, nullptr, &b), DLB_OK);
+  dlb_buffer* b = wrap_transposed_3x2(mem);
+  ASSERT_NE(b, nullptr);
   dlb_share_descriptor d = share_of(b, DLB_SHARE_COPY_IF_NEEDED);
   dlb_buffer* o = open_of(d);
   dlb_share_descriptor_close(&d);
@@ -298,18 +305,8 @@ TEST_F(Share, CopySharedKeepsTheCopysMappingAndSharesWithoutACopy) {
   // A transposed view of ordinary memory, copied compact into one new
   // shared mapping that is the result's own.
   std::vector<float> mem = {0, 1, 2, 3, 4, 5};
-  std::int64_t shape[] = {3, 2};
-  std::int64_t strides[] = {1, 3};
-  DLTensor v;
-  std::memset(&v, 0, sizeof v);
-  v.data = mem.data();
-  v.device = cpu();
-  v.dtype = f32();
-  v.ndim = 2;
-  v.shape = shape;
-  v.strides = strides;
-  dlb_buffer* b = nullptr;
-  ASSERT_EQ(dlb_buffer_wrap(&v, 0, nullptr, nullptr, &b), DLB_OK);
+  dlb_buffer* b = wrap_transposed_3x2(mem);
+  ASSERT_NE(b, nullptr);
   dlb_buffer* c = nullptr;
   ASSERT_EQ(dlb_buffer_copy_shared(b, 0, &c), DLB_OK);
   EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_ + 1);  // one mapping, none reopened
