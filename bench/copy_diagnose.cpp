@@ -28,7 +28,7 @@
 //   build/rel/bench/copy_diagnose [--view contiguous|transposed|reversed]
 //       [--calls N] [--threads N] [--touch] [--no-huge] [--busy] [--parts]
 //       [--no-keep] [--parts-per-thread N] [--ab] [--src-huge] [--dest-order]
-//       [--ab-order]
+//       [--ab-order] [--ab-stream]
 // (--parts: every part's thread, start and end, and faults; --no-keep: no
 // freed destination kept for the next call, every call maps afresh, as
 // before the kept mapping; --parts-per-thread 4: the split into four parts
@@ -37,7 +37,9 @@
 // --src-huge: the source in a huge-page-advised mapping instead of 4 KiB
 // pages; --dest-order: transposes walked in the destination's order and
 // split by destination rows, as in earlier versions; --ab-order: that and
-// the present walk call by call in turn, each summed up)
+// the present walk call by call in turn, each summed up; --ab-stream:
+// compact runs copied with memcpy, as in earlier versions, and streamed,
+// call by call in turn, each summed up)
 #include <dlbridge/dlbridge.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
   std::string view = "contiguous";
   int calls = 12, threads = 0, parts_per_thread = 0;
   bool touch = false, no_huge = false, src_huge = false, dest_order = false, busy = false, verbose = false;
-  bool no_keep = false, ab = false, ab_order = false;
+  bool no_keep = false, ab = false, ab_order = false, ab_stream = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--view" && i + 1 < argc) view = argv[++i];
@@ -148,10 +150,11 @@ int main(int argc, char** argv) {
     else if (a == "--no-keep") no_keep = true;
     else if (a == "--ab") ab = true;
     else if (a == "--ab-order") ab_order = true;
+    else if (a == "--ab-stream") ab_stream = true;
     else if (a == "--parts-per-thread" && i + 1 < argc) parts_per_thread = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--view contiguous|transposed|reversed] [--calls N] [--threads N] "
-                   "[--touch] [--no-huge] [--src-huge] [--dest-order] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab] [--ab-order]\n", argv[0]);
+                   "[--touch] [--no-huge] [--src-huge] [--dest-order] [--busy] [--parts] [--no-keep] [--parts-per-thread N] [--ab] [--ab-order] [--ab-stream]\n", argv[0]);
       return 2;
     }
   }
@@ -224,11 +227,13 @@ int main(int argc, char** argv) {
   // (destination order, parts of destination rows) and the present ones
   // (source order, parts of source rows), call by call, both into the
   // library's allocation; with --no-keep, both into fresh mappings.
+  // --ab-stream: compact runs through memcpy (before) and streamed (now).
   struct Config {
     const char* name;
     int parts_per_thread;
     bool fresh;
     bool dest_order;
+    bool compact_streaming = true;
   };
   std::vector<Config> configs;
   if (ab) {
@@ -238,6 +243,9 @@ int main(int argc, char** argv) {
   } else if (ab_order) {
     configs = {{"destination order, destination-row parts (before)", parts_per_thread, no_keep, true},
                {"source order, source-row parts (now)", parts_per_thread, no_keep, false}};
+  } else if (ab_stream) {
+    configs = {{"compact runs through memcpy (before)", parts_per_thread, no_keep, dest_order, false},
+               {"compact runs streamed (now)", parts_per_thread, no_keep, dest_order, true}};
   } else {
     configs = {{"as set", parts_per_thread, false, dest_order}};
   }
@@ -248,6 +256,7 @@ int main(int argc, char** argv) {
     Stats& st = stats[static_cast<std::size_t>(c % ncfg)];
     dlb::testing::set_parts_per_thread(cfg.parts_per_thread);
     dlb::testing::set_transpose_source_order(!cfg.dest_order);
+    dlb::testing::set_compact_streaming(cfg.compact_streaming);
     const auto vm0 = vmstat();
     const std::int64_t f0 = minor_faults();
     const auto t0 = Clock::now();
@@ -340,7 +349,7 @@ int main(int argc, char** argv) {
       k = k == 0 ? 0 : k - 1;
       return v[std::min(k, v.size() - 1)];
     };
-    if (ab || ab_order) std::printf("%s: ", configs[static_cast<std::size_t>(k)].name);
+    if (ab || ab_order || ab_stream) std::printf("%s: ", configs[static_cast<std::size_t>(k)].name);
     std::printf("summary (%d calls after the first): total median %.2f p90 %.2f ms (touch %.2f, copy %.2f); faults median %.0f; "
                 "huge pages at least %lld MiB; "
                 "THP fallbacks %lld, compaction stalls %lld; threads' finish gap median %.2f max %.2f ms; load %.2f\n",

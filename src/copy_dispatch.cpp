@@ -33,10 +33,12 @@ int detect_isa() noexcept {
 }
 const int kBestIsa = detect_isa();
 std::atomic<int> g_isa{kBestIsa};
+std::atomic<bool> g_compact_streaming{true};
 
 }  // namespace
 
 int current_isa() noexcept { return g_isa.load(std::memory_order_relaxed); }
+bool compact_streaming() noexcept { return g_compact_streaming.load(std::memory_order_relaxed); }
 
 template <std::size_t E>
 void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
@@ -45,7 +47,10 @@ void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
   if (k >= 0) {
     copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa);
   } else {
-    copy_rows<E>(src, v, dst_pitch, dst, e, nt.rows, isa);
+    // The innermost stride is the same for every row: the rows are all
+    // compact runs or all gathers.
+    const bool compact = v.stride[v.n - 1] == static_cast<std::ptrdiff_t>(e);
+    copy_rows<E>(src, v, dst_pitch, dst, e, compact ? nt.compact : nt.rows, isa);
   }
 }
 
@@ -77,7 +82,10 @@ void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t 
 void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
                        Streaming nt, int isa) noexcept {
   if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
-    std::memcpy(dst, src, static_cast<std::size_t>(v.shape[0]) * e);
+    copy_compact(dst, src, static_cast<std::size_t>(v.shape[0]) * e, nt.compact);
+#if defined(DLB_COPY_SSE2)
+    if (nt.compact) _mm_sfence();
+#endif
     return;
   }
   switch (e) {
@@ -94,7 +102,7 @@ void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst
 #if defined(DLB_COPY_SSE2)
   // Streaming stores are weakly ordered: fence them before the copy counts
   // as done (and before a worker reports its part finished).
-  if (nt.tiles || nt.rows) _mm_sfence();
+  if (nt.tiles || nt.rows || nt.compact) _mm_sfence();
 #endif
 }
 
@@ -107,6 +115,7 @@ int set_copy_isa(int level) noexcept {
   copy_detail::g_isa.store(level, std::memory_order_relaxed);
   return level;
 }
+void set_compact_streaming(bool on) noexcept { copy_detail::g_compact_streaming.store(on, std::memory_order_relaxed); }
 }  // namespace testing
 
 }  // namespace dlb

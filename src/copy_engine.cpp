@@ -87,6 +87,11 @@ std::size_t default_row_streaming_bytes() noexcept {
 }
 const std::size_t kRowStreamingBytes = default_row_streaming_bytes();
 
+// Compact runs (contiguous copies, and rows of views padded only in their
+// outer dimensions) stream from 32 MiB, like transposes: the destination
+// is then a mapping in no cache, whose lines memcpy would first read.
+const std::size_t kCompactStreamingBytes = std::size_t{32} << 20;
+
 std::atomic<std::size_t> g_streaming_bytes{0};  // 0: the default
 std::atomic<std::size_t> g_parallel_bytes{0};   // 0: kParallelCopyBytes
 // The dimension of the normalised view that the last split copy was split
@@ -205,7 +210,8 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   const int isa = current_isa();
   // Streaming stores are SSE2 instructions: none at the scalar level.
   const Streaming nt{isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kTileStreamingBytes),
-                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes)};
+                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes),
+                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kCompactStreamingBytes)};
   const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
   if (threads > 1) {
     std::ptrdiff_t dst_pitch[kMaxDims];

@@ -49,6 +49,10 @@ int last_split_axis() noexcept;
 // true (the default): in the source's order, split by source rows. Not
 // for concurrent use with copies.
 void set_transpose_source_order(bool on) noexcept;
+// false: compact runs are copied with memcpy even where the copy streams,
+// as in earlier versions (for diagnostics); true (the default): streamed
+// where the row kernels stream. Not for concurrent use with copies.
+void set_compact_streaming(bool on) noexcept;
 }  // namespace testing
 
 }  // namespace dlb

@@ -114,9 +114,17 @@ inline void compact_pitches(const View& v, std::size_t e, std::ptrdiff_t* dst_pi
 
 // Which kernels write with streaming stores.
 struct Streaming {
-  bool tiles;
-  bool rows;
+  bool tiles;    // transposes
+  bool rows;     // row gathers
+  bool compact;  // compact runs
 };
+
+// n bytes from src to dst (a compact run), with streaming stores when nt
+// (whole 64-byte destination lines; the unaligned head and the tail
+// through memcpy) unless testing::set_compact_streaming turned them off.
+void copy_compact(byte* dst, const byte* src, std::size_t n, bool nt) noexcept;
+// Whether copy_compact streams when asked to (copy_dispatch.cpp).
+bool compact_streaming() noexcept;
 
 // The row kernels (copy_rows.cpp): every innermost run of v gathered into
 // its compact destination row. E is the element width (0: any width e).

@@ -377,3 +377,46 @@ TEST(CopyEngine, RandomViewsThroughThreadsAndStreamingStores) {
   }
   ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
 }
+
+// Compact runs with streaming stores (threshold lowered to one byte): one
+// run and rows of a view padded in its outer dimension, of lengths around
+// the 64-byte lines the streamed loop writes, at every source and
+// destination offset within a line; no byte before or after the
+// destination is touched. With streaming turned off (the memcpy of
+// earlier versions) the same bytes come out.
+TEST(CopyEngine, StreamedCompactRunsEveryAlignment) {
+  dlb::testing::set_copy_thresholds(0, 1);
+  Bytes src(1024 + 64);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  std::size_t checked = 0;
+  for (const bool on : {true, false}) {
+    dlb::testing::set_compact_streaming(on);
+    for (const std::int64_t n : {1, 63, 64, 65, 127, 128, 129, 200, 320}) {
+      for (std::size_t so = 0; so < 64; so += 5) {
+        for (std::size_t dof = 0; dof < 64; ++dof) {
+          // One compact run of n bytes, and 3 rows of n bytes n + 9 apart.
+          for (const std::int64_t rows : {1, 3}) {
+            const std::int64_t shape[2] = {rows, n};
+            const std::int64_t strides[2] = {n + 9, 1};
+            const std::size_t len = static_cast<std::size_t>(rows * n);
+            Bytes got(64 + len + 64, 0xA5);
+            dlb::copy_strided_to_contiguous(src.data() + so, 2, shape, strides, 1, got.data() + dof);
+            bool same = true;
+            for (std::int64_t r = 0; r < rows; ++r) {
+              same = same && std::equal(src.begin() + static_cast<std::ptrdiff_t>(so + r * (n + 9)),
+                                        src.begin() + static_cast<std::ptrdiff_t>(so + r * (n + 9) + n),
+                                        got.begin() + static_cast<std::ptrdiff_t>(dof + r * n));
+            }
+            ASSERT_TRUE(same) << "n " << n << " rows " << rows << " src +" << so << " dst +" << dof;
+            for (std::size_t i = 0; i < dof; ++i) ASSERT_EQ(got[i], 0xA5) << "before, dst +" << dof;
+            for (std::size_t i = dof + len; i < got.size(); ++i) ASSERT_EQ(got[i], 0xA5) << "after, n " << n;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  dlb::testing::set_compact_streaming(true);
+  dlb::testing::set_copy_thresholds(0, 0);
+  EXPECT_EQ(checked, 2u * 9u * 13u * 64u * 2u);
+}
