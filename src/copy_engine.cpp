@@ -14,8 +14,9 @@
 //     (source rows): each part then reads a compact block of the source,
 //     in the source's order.
 //  3. Choose a kernel for what is left:
-//     - a single compact run: one memcpy;
-//     - innermost stride == element size: one memcpy per row;
+//     - a single compact run: one memcpy (streamed from 32 MiB);
+//     - innermost stride == element size: one memcpy per row (streamed
+//       from 32 MiB);
 //     - some outer dimension walks memory more tightly than the innermost
 //       one (a transpose, or any permutation that moves the compact axis
 //       away from the end): that dimension and the innermost one are copied
@@ -29,8 +30,8 @@
 //       of their own (odd widths move a wider word and let the next
 //       element overwrite its tail), any other width a generic loop.
 //     Large destinations are written with non-temporal stores where the
-//     kernel writes whole aligned 16-byte words (transposes from 32 MiB,
-//     row gathers beyond the last-level cache): no read-for-ownership of
+//     kernel writes whole aligned 16-byte words (transposes and compact
+//     runs from 32 MiB, row gathers beyond the last-level cache): no read-for-ownership of
 //     lines that are about to be overwritten, no eviction of the source.
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
