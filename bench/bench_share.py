@@ -52,6 +52,13 @@ physically contiguous runs its 32768 pages form (32768: no two pages
 adjacent; read from /proc/self/pagemap, which gives page frame numbers
 to root only: "-" otherwise). One line per round, then each way's median
 first sum and release when the worker took it first and when second.
+--steps times the 4 KiB hand-over step by step, dlbridge through a queue
+beside pickling a copy, alternating, ten times --rounds rounds: the round
+trip, a ForkingPickler.dumps of the payload (in the parent, after the
+round trip), and in the worker the unpickling, the sum (for dlbridge with
+its DLPack import into numpy) and the release (del), medians in
+microseconds, and their differences.
+
 With --reopen the parent closes the mapping it filled the SharedMemory
 block through and attaches the block anew before handing it over, as
 dlbridge.share once did with the shared copy it made (its pages then
@@ -335,10 +342,76 @@ def breakdown(rounds, reopen=False):
     os.waitpid(pid, 0)
 
 
+def _worker_steps(kind, inq, outq):
+    from multiprocessing.reduction import ForkingPickler
+
+    while True:
+        data = inq._reader.recv_bytes()  # what Queue.get does before unpickling
+        t1 = time.perf_counter()
+        item = ForkingPickler.loads(data)
+        t2 = time.perf_counter()
+        if item is None:
+            return
+        s = float(np.from_dlpack(item).sum()) if kind == "dlbridge-queue" else float(item.sum())
+        t3 = time.perf_counter()
+        del item
+        t4 = time.perf_counter()
+        outq.put((s, (t2 - t1, t3 - t2, t4 - t3)))
+
+
+def steps(rounds):
+    """The 4 KiB hand-over step by step: dlbridge-queue beside pickle-copy,
+    alternating, a new tensor each round. In the worker: unpickling (the
+    bytes already read from the queue's pipe), the sum (with the DLPack
+    import for dlbridge), the release (del); in the parent: the round trip
+    and, after it, a ForkingPickler.dumps of the same payload."""
+    from multiprocessing.reduction import ForkingPickler
+
+    ctx = mp.get_context("fork")
+    a = np.random.default_rng(0).random(1024, dtype=np.float32)
+    expect = float(a.sum())
+    kinds = ("dlbridge-queue", "pickle-copy")
+    ways = {}
+    for k in kinds:
+        inq, outq = ctx.Queue(), ctx.Queue()
+        p = ctx.Process(target=_worker_steps, args=(k, inq, outq))
+        p.start()
+        ways[k] = (inq, outq, p)
+    got = {k: [] for k in kinds}
+    try:
+        for i in range(rounds + 20):
+            for k in kinds if i % 2 else kinds[::-1]:
+                inq, outq, _ = ways[k]
+                payload = dlbridge.share(a) if k == "dlbridge-queue" else a
+                t0 = time.perf_counter()
+                inq.put(payload)
+                s, worker = outq.get()
+                trip = time.perf_counter() - t0
+                assert abs(s - expect) <= 1e-3 * max(1.0, abs(expect)), (k, s, expect)
+                t0 = time.perf_counter()
+                ForkingPickler.dumps(payload)
+                dumped = time.perf_counter() - t0
+                del payload
+                if i >= 20:  # warm-up rounds
+                    got[k].append((trip, dumped) + tuple(worker))
+    finally:
+        for inq, _, p in ways.values():
+            inq.put(None)
+            p.join()
+    names = ("round trip", "dumps", "loads", "sum", "release")
+    print("4 KiB float32, %d rounds each, medians in microseconds" % rounds)
+    print("%-16s" % "" + "".join("%12s" % n for n in names))
+    med = {k: [statistics.median(r[j] for r in got[k]) * 1e6 for j in range(len(names))] for k in kinds}
+    for k in kinds:
+        print("%-16s" % k + "".join("%12.1f" % v for v in med[k]))
+    print("%-16s" % "difference" + "".join("%12.1f" % (x - y) for x, y in zip(med[kinds[0]], med[kinds[1]])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
     ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
+    ap.add_argument("--steps", action="store_true", help="the 4 KiB hand-over step by step (see above)")
     ap.add_argument("--reopen", action="store_true",
                     help="with --breakdown: the SharedMemory block's writing mapping is closed and the block attached anew")
     ap.add_argument("--same-tensors", action="store_true",
@@ -346,6 +419,11 @@ def main():
     ap.add_argument("--reverse-setup", action="store_true",
                     help="with --same-tensors: make the tensors torch's first and dlbridge's last")
     args = ap.parse_args()
+    if args.steps:
+        print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+        steps(max(100, args.rounds * 10))
+        print("uptime after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+        return
     if args.breakdown:
         print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
         breakdown(max(3, args.rounds // 5), args.reopen)

@@ -74,10 +74,17 @@ void unmap(Mapping* m) noexcept {
 
 void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
 
+// Received files of up to this size are mapped with their pages in: a
+// receiver reads the tensor it was sent, and one mmap call that maps the
+// pages costs less than a fault per page afterwards (docs/sharing.md).
+constexpr std::size_t kPopulateBytes = std::size_t{64} << 10;
+
 // Maps `size` bytes of `fd` (owned by the mapping from now on, also on
-// failure) and records it. nullptr with the error set on failure.
-Mapping* map_file(int fd, std::size_t size, bool read_only) noexcept {
-  void* base = mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+// failure) and records it. nullptr with the error set on failure. A file
+// of at most `populate` bytes is mapped with its pages in (MAP_POPULATE).
+Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate = 0) noexcept {
+  const int how = MAP_SHARED | (size <= populate ? MAP_POPULATE : 0);
+  void* base = mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, how, fd, 0);
   if (base == MAP_FAILED) {
     const int e = errno;
     close(fd);
@@ -342,12 +349,19 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
 
 dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size, std::uint64_t flags,
                      dlb_buffer** out) {
+  // A taken fd is closed on every failure before the mapping owns it.
+  struct Taken {
+    int fd;
+    ~Taken() {
+      if (fd >= 0) close(fd);
+    }
+  } taken{(flags & DLB_SHARE_TAKE_FD) != 0 ? fd : -1};
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (description == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "description is NULL");
-  if ((flags & ~DLB_SHARE_READ_ONLY) != 0)
+  constexpr std::uint64_t kOpenFlags = DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD;
+  if ((flags & ~kOpenFlags) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "flags has bits 0x%" PRIx64 " that dlb_buffer_open_shared does not take",
-                     flags & ~DLB_SHARE_READ_ONLY);
+                     "flags has bits 0x%" PRIx64 " that dlb_buffer_open_shared does not take", flags & ~kOpenFlags);
   const bool cuda_kind =
       declared_kind(static_cast<const unsigned char*>(description), size) == DLB_SHARE_KIND_CUDA_IPC;
   if (fd < 0 && !cuda_kind) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
@@ -385,10 +399,15 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
                      "the description allows writing but fd %" PRId32 " was opened read-only; open it with "
                      "DLB_SHARE_READ_ONLY",
                      fd);
-  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating fd %" PRId32 " failed: %s", fd, std::strerror(errno));
-  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only);
+  int own = fd;
+  if (taken.fd >= 0) {
+    taken.fd = -1;  // map_file's from here (closed if it fails)
+  } else {
+    own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating fd %" PRId32 " failed: %s", fd, std::strerror(errno));
+  }
+  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes);
   if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   DLTensor view;
   std::memset(&view, 0, sizeof view);

@@ -63,6 +63,10 @@ extern "C" {
  *  read-only buffer. dlb_buffer_open_shared() flag: map read-only even when
  *  the descriptor allows writing. */
 #define DLB_SHARE_READ_ONLY (UINT64_C(1) << 1)
+/** dlb_buffer_open_shared() flag: the file descriptor is the library's from
+ *  the call on, on success (the buffer keeps it, no duplicate is made) and
+ *  on failure (it is closed). For a receiver that has no other use for it. */
+#define DLB_SHARE_TAKE_FD (UINT64_C(1) << 2)
 
 /**
  * What a receiving process needs to map a shared buffer.
@@ -187,13 +191,15 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
  * buffer (dlb_cuda_buffer_stream() 1) whose release calls
  * cuIpcCloseMemHandle() once. CUDA refuses to open a handle in the process
  * that made it (DLB_ERR_INVALID_ARGUMENT here).
- * @param fd the memory file; never taken: the caller keeps it and may close
- *        it right after the call, on success or failure (the buffer keeps a
- *        duplicate of its own, for sharing it on). -1 for a CUDA IPC
+ * @param fd the memory file. Without DLB_SHARE_TAKE_FD it stays the
+ *        caller's, who may close it right after the call, on success or
+ *        failure (the buffer keeps a duplicate of its own, for sharing it
+ *        on); with DLB_SHARE_TAKE_FD the call takes it, on success (the
+ *        buffer keeps it) and on failure (closed). -1 for a CUDA IPC
  *        description.
  * @param description `size` bytes of description, read during the call.
  * @param size bytes at `description` (the descriptor's `size` field).
- * @param flags 0 or DLB_SHARE_READ_ONLY.
+ * @param flags 0, DLB_SHARE_READ_ONLY, DLB_SHARE_TAKE_FD.
  * @param out on success receives a new buffer with one reference, owned by
  *        the caller; the mapping goes when the last reference and the last
  *        export are gone. Untouched on failure, when nothing is mapped or

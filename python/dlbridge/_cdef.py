@@ -281,6 +281,7 @@ int dlb_copy_threads(void);
 #define DLB_SHARE_KIND_CUDA_IPC 1
 #define DLB_SHARE_COPY_IF_NEEDED 1
 #define DLB_SHARE_READ_ONLY 2
+#define DLB_SHARE_TAKE_FD 4
 typedef struct dlb_share_descriptor {
   int32_t fd;
   uint32_t size;

@@ -116,7 +116,8 @@ const char dlbpy_is_shared_doc[] =
     "is_shared(tensor, /) -> bool\n--\n\n"
     "Whether the tensor's elements lie in shared memory (sharing it needs no copy).";
 
-/* A tensor over a descriptor; `fd` stays the caller's. */
+/* A tensor over a descriptor; `fd` stays the caller's unless `flags` has
+ * DLB_SHARE_TAKE_FD. */
 static PyObject* share_open(dlbpy_state* state, int32_t fd, const void* description, size_t size,
                             uint64_t flags) {
   dlb_buffer* buffer = NULL;
@@ -189,9 +190,9 @@ PyObject* dlbpy_share_recv(PyObject* module, PyObject* arg) {
   Py_END_ALLOW_THREADS
   if (s != DLB_OK) return dlbpy_raise_status(s);
   if (d.fd < 0 && d.size == 0) Py_RETURN_NONE;  /* the end of the stream; a CUDA IPC description has no fd */
-  PyObject* result = share_open((dlbpy_state*)PyModule_GetState(module), d.fd, d.description, d.size, 0);
-  dlb_share_descriptor_close(&d);  /* the buffer keeps a duplicate of its own */
-  return result;
+  /* The file descriptor that arrived is the buffer's (or closed on failure). */
+  const uint64_t take = d.fd >= 0 ? DLB_SHARE_TAKE_FD : 0;
+  return share_open((dlbpy_state*)PyModule_GetState(module), d.fd, d.description, d.size, take);
 }
 const char dlbpy_share_recv_doc[] =
     "share_recv(socket_fd, /) -> Tensor | None\n--\n\n"

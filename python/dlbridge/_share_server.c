@@ -580,8 +580,7 @@ PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t 
         close(c);
       }
     }
-    s = dlb_buffer_open_shared(fd, db, (size_t)dsize, flags, &buffer);
-    close(fd);
+    s = dlb_buffer_open_shared(fd, db, (size_t)dsize, flags | DLB_SHARE_TAKE_FD, &buffer); /* fd is its now */
   } else if (!reached) {
     s = DLB_ERR_DELETED;
     snprintf(text, sizeof text,
@@ -610,8 +609,7 @@ PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t 
       snprintf(text, sizeof text,
                "the tensor's sending process (pid %d) no longer holds it: it was received already", (int)t.pid);
     } else if (s == DLB_OK) {
-      s = dlb_buffer_open_shared(d.fd, d.description, d.size, flags, &buffer);
-      dlb_share_descriptor_close(&d);
+      s = dlb_buffer_open_shared(d.fd, d.description, d.size, flags | (d.fd >= 0 ? DLB_SHARE_TAKE_FD : 0), &buffer);
     }
   }
   Py_END_ALLOW_THREADS

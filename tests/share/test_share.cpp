@@ -386,3 +386,57 @@ TEST_F(Share, CopySharedRefusals) {
 }
 
 }  // namespace
+
+// DLB_SHARE_TAKE_FD: on success the buffer keeps the caller's descriptor
+// (no duplicate: the process holds one descriptor fewer than without the
+// flag) and closes it at release; on every failure it is closed, whatever
+// the check that failed; flag bits beyond the known ones are still refused
+// (and a taken descriptor closed).
+TEST_F(Share, TakeFdKeepsTheDescriptorOnSuccessAndClosesItOnFailure) {
+  dlb_buffer* b = alloc_shared_f32({8});
+  data_of(b)[3] = 7.0f;
+  dlb_share_descriptor d = share_of(b);
+  const int with_descriptor = open_fds();
+  dlb_buffer* o = nullptr;
+  ASSERT_EQ(dlb_buffer_open_shared(d.fd, d.description, d.size, DLB_SHARE_TAKE_FD, &o), DLB_OK);
+  EXPECT_EQ(open_fds(), with_descriptor);  // the buffer holds d.fd itself
+  EXPECT_GE(fcntl(d.fd, F_GETFD), 0);
+  EXPECT_EQ(data_of(o)[3], 7.0f);
+  dlb_buffer_release(o);
+  EXPECT_EQ(open_fds(), with_descriptor - 1);  // closed with the mapping
+  EXPECT_EQ(dlb_shared_mappings(), 1);
+
+  struct Case {
+    const char* what;
+    int (*make_bad)(dlb_share_descriptor* d);  // spoils *d; returns the flags to add
+    dlb_status want;
+  };
+  const Case cases[] = {
+      {"a truncated description", [](dlb_share_descriptor* x) { x->size = 10; return 0; }, DLB_ERR_MALFORMED},
+      {"a changed byte (checksum)", [](dlb_share_descriptor* x) { x->description[30] ^= 1; return 0; }, DLB_ERR_MALFORMED},
+      {"an unknown flag bit", [](dlb_share_descriptor*) { return 1 << 3; }, DLB_ERR_INVALID_ARGUMENT},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    dlb_share_descriptor e = share_of(b);
+    const int before = open_fds();
+    const int extra = c.make_bad(&e);
+    o = nullptr;
+    EXPECT_EQ(dlb_buffer_open_shared(e.fd, e.description, e.size, DLB_SHARE_TAKE_FD | static_cast<std::uint64_t>(extra), &o),
+              c.want);
+    EXPECT_EQ(o, nullptr);
+    EXPECT_EQ(open_fds(), before - 1);
+    errno = 0;
+    EXPECT_EQ(fcntl(e.fd, F_GETFD), -1);
+    EXPECT_EQ(errno, EBADF);
+  }
+  // A file that is no sealed memory file: refused, and closed.
+  const int plain = open("/dev/null", O_RDWR | O_CLOEXEC);
+  ASSERT_GE(plain, 0);
+  const int before = open_fds();
+  EXPECT_EQ(dlb_buffer_open_shared(plain, d.description, d.size, DLB_SHARE_TAKE_FD, &o), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(open_fds(), before - 1);
+  dlb_buffer_release(b);
+  EXPECT_EQ(dlb_shared_mappings(), 0);
+  EXPECT_EQ(open_fds(), fds_at_start_);
+}

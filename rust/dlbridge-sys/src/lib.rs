@@ -456,6 +456,7 @@ pub const DLB_SHARE_KIND_HOST: u32 = 0;
 pub const DLB_SHARE_KIND_CUDA_IPC: u32 = 1;
 pub const DLB_SHARE_COPY_IF_NEEDED: u64 = 1 << 0;
 pub const DLB_SHARE_READ_ONLY: u64 = 1 << 1;
+pub const DLB_SHARE_TAKE_FD: u64 = 1 << 2;
 
 #[repr(C)]
 pub struct dlb_share_descriptor {

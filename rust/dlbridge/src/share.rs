@@ -166,8 +166,16 @@ pub fn share(buffer: &Buffer, flags: u64) -> Result<Descriptor> {
 }
 
 /// `dlb_buffer_open_shared`: `fd` stays the caller's; `None` for a
-/// description without a file (CUDA IPC).
+/// description without a file (CUDA IPC). `DLB_SHARE_TAKE_FD` is refused
+/// (`Status::InvalidArgument`): the fd is borrowed here, and the library
+/// would close it.
 pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<Buffer> {
+    if flags & sys::DLB_SHARE_TAKE_FD != 0 {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            "open_shared borrows fd: DLB_SHARE_TAKE_FD would let the library close a descriptor it does not own",
+        ));
+    }
     let mut raw = ptr::null_mut();
     let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.

@@ -45,6 +45,10 @@ fn same_process_round_trip_and_refusals() {
         let mut bytes = d.description().to_vec();
         bytes[4] = 2;
         assert_eq!(share::open_shared(d.fd(), &bytes, 0).unwrap_err().status, Status::Version);
+        // The fd is borrowed: the flag that would let the library close it is refused, and it stays open.
+        let e = d.open(dlbridge::ffi::DLB_SHARE_TAKE_FD).unwrap_err();
+        assert_eq!(e.status, Status::InvalidArgument);
+        assert_eq!(d.open(0).unwrap().to_vec::<f32>().unwrap()[0], 9.0);
 
         let plain = dlbridge::Buffer::wrap_vec(vec![1.0f32; 4], &[4]).unwrap();
         assert_eq!(share::share(&plain, 0).unwrap_err().status, Status::NotZeroCopy);
