@@ -82,7 +82,7 @@ TEST_F(BadDescription, Arguments) {
   dlb_buffer* out = nullptr;
   EXPECT_EQ(dlb_buffer_open_shared(d_.fd, nullptr, size_, 0, &out), DLB_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(dlb_buffer_open_shared(d_.fd, bytes_, size_, 0, nullptr), DLB_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(dlb_buffer_open_shared(d_.fd, bytes_, size_, 4, &out), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_buffer_open_shared(d_.fd, bytes_, size_, 8, &out), DLB_ERR_INVALID_ARGUMENT);  // an unknown bit
   expect(DLB_ERR_INVALID_ARGUMENT, "fd is -1", false, -1);
 }
 
