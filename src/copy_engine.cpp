@@ -210,9 +210,11 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   const std::size_t parallel = g_parallel_bytes.load(std::memory_order_relaxed);
   const int isa = current_isa();
   // Streaming stores are SSE2 instructions: none at the scalar level.
-  const Streaming nt{isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kTileStreamingBytes),
-                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kRowStreamingBytes),
-                     isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : kCompactStreamingBytes)};
+  const auto streams_from = [&](std::size_t bytes) {
+    return isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : bytes);
+  };
+  const Streaming nt{streams_from(kTileStreamingBytes), streams_from(kRowStreamingBytes),
+                     streams_from(kCompactStreamingBytes) && compact_streaming()};
   const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
   if (threads > 1) {
     std::ptrdiff_t dst_pitch[kMaxDims];

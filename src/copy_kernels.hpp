@@ -121,9 +121,10 @@ struct Streaming {
 
 // n bytes from src to dst (a compact run), with streaming stores when nt
 // (whole 64-byte destination lines; the unaligned head and the tail
-// through memcpy) unless testing::set_compact_streaming turned them off.
+// through memcpy).
 void copy_compact(byte* dst, const byte* src, std::size_t n, bool nt) noexcept;
-// Whether copy_compact streams when asked to (copy_dispatch.cpp).
+// false once testing::set_compact_streaming turned streamed compact runs
+// off: the planner then leaves Streaming::compact unset (copy_dispatch.cpp).
 bool compact_streaming() noexcept;
 
 // The row kernels (copy_rows.cpp): every innermost run of v gathered into

@@ -151,7 +151,7 @@ void copy_compact(byte* dst, const byte* src, std::size_t n, bool nt) noexcept {
   // first (no read-for-ownership: two thirds of memcpy's memory traffic
   // for a destination beyond the caches) and evict nothing.
   const std::size_t head = (64 - (reinterpret_cast<std::uintptr_t>(dst) & 63u)) & 63u;
-  if (nt && n >= head + 64 && compact_streaming()) {
+  if (nt && n >= head + 64) {
     std::memcpy(dst, src, head);
     dst += head;
     src += head;

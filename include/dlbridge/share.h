@@ -65,7 +65,9 @@ extern "C" {
 #define DLB_SHARE_READ_ONLY (UINT64_C(1) << 1)
 /** dlb_buffer_open_shared() flag: the file descriptor is the library's from
  *  the call on, on success (the buffer keeps it, no duplicate is made) and
- *  on failure (it is closed). For a receiver that has no other use for it. */
+ *  on failure (it is closed). For a receiver that has no other use for it;
+ *  its close-on-exec flag is left as it is (pidfd_getfd() and
+ *  dlb_share_recv() give close-on-exec descriptors). */
 #define DLB_SHARE_TAKE_FD (UINT64_C(1) << 2)
 
 /**

@@ -197,7 +197,8 @@ PyObject* dlbpy_share_recv(PyObject* module, PyObject* arg) {
 const char dlbpy_share_recv_doc[] =
     "share_recv(socket_fd, /) -> Tensor | None\n--\n\n"
     "The next tensor from a connected Unix socket, mapped in this process; None\n"
-    "at the end of the stream. Every file descriptor that arrived is closed.";
+    "at the end of the stream. A file descriptor that arrived is the tensor's\n"
+    "(closed when it is released) or, if opening it fails, closed.";
 
 PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused) {
   (void)module;
