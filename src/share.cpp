@@ -29,27 +29,24 @@
 #include "errors.hpp"
 #include "layout.hpp"
 #include "share_format.hpp"
+#include "share_mapping.hpp"
 
 using dlb::set_error;
 
 namespace dlb::share {
-namespace {
-
-struct Mapping {
-  unsigned char* base;
-  std::size_t size;
-  int fd;          // the memory file, kept for sharing the buffer on
-  bool read_only;  // mapped PROT_READ
-};
 
 std::mutex table_mutex;
+
+namespace {
+
 std::map<std::uintptr_t, Mapping*>& table() {
   static std::map<std::uintptr_t, Mapping*>* t = new std::map<std::uintptr_t, Mapping*>;  // never destroyed
   return *t;
 }
 std::atomic<std::int64_t> mapping_count{0};
 
-// The mapping holding bytes [lo, hi), or nullptr. Called under table_mutex.
+}  // namespace
+
 Mapping* find_locked(std::uintptr_t lo, std::uintptr_t hi) {
   auto& t = table();
   auto it = t.upper_bound(lo);
@@ -61,16 +58,18 @@ Mapping* find_locked(std::uintptr_t lo, std::uintptr_t hi) {
   return m;
 }
 
-void unmap(Mapping* m) noexcept {
+void unmap(Mapping* m, bool counted) noexcept {
   {
     std::lock_guard<std::mutex> lock(table_mutex);
     table().erase(reinterpret_cast<std::uintptr_t>(m->base));
   }
   munmap(m->base, m->size);
   close(m->fd);
-  mapping_count.fetch_sub(1, std::memory_order_relaxed);
+  if (counted) mapping_count.fetch_sub(1, std::memory_order_relaxed);
   delete m;
 }
+
+namespace {
 
 void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
 
@@ -79,10 +78,9 @@ void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
 // pages costs less than a fault per page afterwards (docs/sharing.md).
 constexpr std::size_t kPopulateBytes = std::size_t{64} << 10;
 
-// Maps `size` bytes of `fd` (owned by the mapping from now on, also on
-// failure) and records it. nullptr with the error set on failure. A file
-// of at most `populate` bytes is mapped with its pages in (MAP_POPULATE).
-Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate = 0) noexcept {
+}  // namespace
+
+Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate, bool counted) noexcept {
   const int how = MAP_SHARED | (size <= populate ? MAP_POPULATE : 0);
   void* base = mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, how, fd, 0);
   if (base == MAP_FAILED) {
@@ -108,9 +106,11 @@ Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate
     set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
     return nullptr;
   }
-  mapping_count.fetch_add(1, std::memory_order_relaxed);
+  if (counted) mapping_count.fetch_add(1, std::memory_order_relaxed);
   return m;
 }
+
+namespace {
 
 // A buffer over a recorded mapping; the mapping goes with the buffer (also
 // when this fails).
@@ -147,6 +147,31 @@ dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
   return DLB_OK;
 }
 
+}  // namespace
+
+int new_sealed_file(std::size_t size) noexcept {
+  const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
+    return -1;
+  }
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    const int e = errno;
+    close(fd);
+    set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
+    return -1;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int e = errno;
+    close(fd);
+    set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
+    return -1;
+  }
+  return fd;
+}
+
+namespace {
+
 // A new sealed memory file of at least `nbytes` bytes (at least a page),
 // mapped read-write and recorded; nullptr with the error set on failure.
 Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
@@ -157,24 +182,9 @@ Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
   }
   std::size_t size = static_cast<std::size_t>(nbytes);
   size = size == 0 ? page : (size + page - 1) / page * page;  // an empty tensor has a mapping too
-  const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) {
-    set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
-    return nullptr;
-  }
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    const int e = errno;
-    close(fd);
-    set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
-    return nullptr;
-  }
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    const int e = errno;
-    close(fd);
-    set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
-    return nullptr;
-  }
-  return map_file(fd, size, false);
+  const int fd = new_sealed_file(size);
+  if (fd < 0) return nullptr;
+  return map_file(fd, size, false, 0, true);
 }
 
 // The compact view of a new buffer of `dtype` and `shape` on the host,
@@ -247,15 +257,28 @@ dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out
 dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  if ((flags & ~DLB_SHARE_READ_ONLY) != 0)
+  constexpr std::uint64_t known = DLB_SHARE_READ_ONLY | DLB_SHARE_POOLED;
+  if ((flags & ~known) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "flags has bits 0x%" PRIx64 " that dlb_buffer_copy_shared does not take",
-                     flags & ~DLB_SHARE_READ_ONLY);
-  return copy_into_shared(buffer, (flags & DLB_SHARE_READ_ONLY) != 0, out, nullptr);
+                     "flags has bits 0x%" PRIx64 " that dlb_buffer_copy_shared does not take", flags & ~known);
+  const bool read_only =
+      (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  if ((flags & DLB_SHARE_POOLED) != 0 && !read_only) {
+    DLTensor t;
+    DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
+    DLTensor view;
+    LayoutInfo info;
+    DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared"));
+    if (info.nbytes <= DLB_SHARE_POOL_MAX_BYTES) {
+      const dlb_status s = pool_copy(buffer, view, info.nbytes, out);
+      if (s != DLB_ERR_NOT_ZERO_COPY) return s;
+    }
+  }
+  return copy_into_shared(buffer, read_only, out, nullptr);
 }
 
-// Bytes [lo, hi) of host memory the view reaches (lo == hi for an empty
-// view, at its data address).
+}  // namespace
+
 void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
   for (std::int32_t i = 0; i < t.ndim; ++i) {
@@ -282,6 +305,8 @@ void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexce
   *lo = origin + static_cast<std::uintptr_t>(min_el * esize);
   *hi = origin + static_cast<std::uintptr_t>((max_el + 1) * esize);
 }
+
+namespace {
 
 dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descriptor* out) {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
@@ -311,6 +336,10 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
         file_size = m->size;
         offset = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - reinterpret_cast<std::uintptr_t>(m->base);
         mapped_read_only = m->read_only;
+        // The receiver of a descriptor holds no reference to a pool slot:
+        // the slot is never reused.
+        if (m->pool != nullptr) pool_escape(m->pool, lo - reinterpret_cast<std::uintptr_t>(m->base),
+                                            hi - reinterpret_cast<std::uintptr_t>(m->base));
       }
     }
     if (found) {
@@ -345,6 +374,23 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   const dlb_status s = share_impl(copy, read_only ? DLB_SHARE_READ_ONLY : 0, out);
   dlb_buffer_release(copy);
   return s;
+}
+
+dlb_status is_shared_impl(dlb_buffer* buffer, std::int32_t* out) {
+  if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  DLTensor t;
+  DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
+  std::int32_t shared = cuda_ipc_shareable(buffer) ? 1 : 0;
+  if (shared == 0 && device_type_of(t.device) == kDLCPU && t.data != nullptr) {
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    view_span(t, &lo, &hi);
+    std::lock_guard<std::mutex> lock(table_mutex);
+    shared = find_locked(lo, hi) != nullptr ? 1 : 0;
+  }
+  *out = shared;
+  return DLB_OK;
 }
 
 dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size, std::uint64_t flags,
@@ -407,7 +453,7 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
     if (own < 0)
       return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating fd %" PRId32 " failed: %s", fd, std::strerror(errno));
   }
-  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes);
+  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes, true);
   if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   DLTensor view;
   std::memset(&view, 0, sizeof view);
@@ -445,6 +491,10 @@ DLB_API dlb_status dlb_buffer_copy_shared(dlb_buffer* buffer, uint64_t flags, dl
 
 DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_share_descriptor* out) {
   return dlb::firewall(__func__, [&] { return dlb::share::share_impl(buffer, flags, out); });
+}
+
+DLB_API dlb_status dlb_buffer_is_shared(dlb_buffer* buffer, int32_t* out) {
+  return dlb::firewall(__func__, [&] { return dlb::share::is_shared_impl(buffer, out); });
 }
 
 DLB_API dlb_status dlb_buffer_open_shared(int32_t fd, const void* description, size_t size, uint64_t flags,

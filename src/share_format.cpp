@@ -25,6 +25,8 @@ std::uint64_t get(const unsigned char* p, int n) noexcept {
   return v;
 }
 
+}  // namespace
+
 std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept {
   std::uint32_t h = 2166136261u;
   for (std::size_t i = 0; i < n; ++i) {
@@ -33,8 +35,6 @@ std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept {
   }
   return h;
 }
-
-}  // namespace
 
 namespace {
 
@@ -202,8 +202,71 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
     if (end > d.file_size)
       return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches byte %" PRIu64
                        " but the file it declares has %" PRIu64 " bytes", end, d.file_size);
+    d.reach_begin = d.byte_offset - below;
+    d.reach_end = end;
+  } else {
+    d.reach_begin = d.reach_end = d.byte_offset;
   }
   *out = d;
+  return DLB_OK;
+}
+
+constexpr unsigned char kTicketMagic[4] = {'D', 'L', 'B', 'P'};
+
+std::size_t write_pool_ticket(const PoolTicket& t, const unsigned char* description, std::size_t dsize,
+                              unsigned char* out) noexcept {
+  const std::size_t size = kTicketHeader + dsize;
+  std::memset(out, 0, kTicketHeader);
+  std::memcpy(out, kTicketMagic, 4);
+  const std::uint16_t version = kTicketVersion;
+  const std::uint32_t size32 = static_cast<std::uint32_t>(size);
+  std::memcpy(out + 4, &version, 2);
+  std::memcpy(out + 8, &size32, 4);
+  std::memcpy(out + 16, &t.pid, 4);
+  std::memcpy(out + 20, &t.fd, 4);
+  std::memcpy(out + 24, &t.dev, 8);
+  std::memcpy(out + 32, &t.ino, 8);
+  std::memcpy(out + 40, &t.slab_size, 8);
+  std::memcpy(out + 48, &t.slot, 4);
+  std::memcpy(out + 52, &t.cell, 4);
+  std::memcpy(out + 56, &t.token, 8);
+  std::memcpy(out + kTicketHeader, description, dsize);
+  const std::uint32_t sum = checksum(out, size);
+  std::memcpy(out + 12, &sum, 4);
+  return size;
+}
+
+dlb_status parse_pool_ticket(const void* bytes, std::size_t size, PoolTicket* out) noexcept {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  if (size < kTicketHeader || std::memcmp(p, kTicketMagic, 4) != 0)
+    return set_error(DLB_ERR_MALFORMED, "not a pool ticket (%zu bytes; a ticket has at least %zu and starts with DLBP)",
+                     size, kTicketHeader);
+  std::uint16_t version = 0;
+  std::uint32_t declared = 0;
+  std::uint32_t sum = 0;
+  std::memcpy(&version, p + 4, 2);
+  std::memcpy(&declared, p + 8, 4);
+  std::memcpy(&sum, p + 12, 4);
+  if (version != kTicketVersion)
+    return set_error(DLB_ERR_VERSION, "pool ticket version %u; this library reads version %u", version,
+                     static_cast<unsigned>(kTicketVersion));
+  if (declared != size || size > DLB_SHARE_POOL_TICKET_MAX)
+    return set_error(DLB_ERR_MALFORMED, "the pool ticket declares %" PRIu32 " bytes; %zu were given (at most %d)",
+                     declared, size, DLB_SHARE_POOL_TICKET_MAX);
+  if (checksum(p, size) != sum)
+    return set_error(DLB_ERR_MALFORMED, "the pool ticket's checksum does not match its bytes");
+  PoolTicket t;
+  std::memcpy(&t.pid, p + 16, 4);
+  std::memcpy(&t.fd, p + 20, 4);
+  std::memcpy(&t.dev, p + 24, 8);
+  std::memcpy(&t.ino, p + 32, 8);
+  std::memcpy(&t.slab_size, p + 40, 8);
+  std::memcpy(&t.slot, p + 48, 4);
+  std::memcpy(&t.cell, p + 52, 4);
+  std::memcpy(&t.token, p + 56, 8);
+  t.description = p + kTicketHeader;
+  t.description_size = size - kTicketHeader;
+  *out = t;
   return DLB_OK;
 }
 

@@ -58,6 +58,8 @@ struct Description {
   std::int64_t strides[DLB_MAX_NDIM] = {};
   unsigned char mem_handle[kIpcHandle] = {};    // CUDA only
   unsigned char event_handle[kIpcHandle] = {};  // CUDA only
+  std::uint64_t reach_begin = 0;  // bytes [reach_begin, reach_end) of the file the layout reaches
+  std::uint64_t reach_end = 0;
 };
 
 // Writes the description of host view `t` (byte_offset from the file's
@@ -85,6 +87,51 @@ std::uint32_t declared_size(const unsigned char* prefix) noexcept;
 // they are too few to say), for the socket framing and the fd rule: a CUDA
 // description travels without a file descriptor.
 std::uint32_t declared_kind(const unsigned char* bytes, std::size_t size) noexcept;
+
+// FNV-1a (32 bits) of `n` bytes with bytes 12-15 (the checksum's own field
+// in descriptions and pool tickets) taken as 0.
+std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept;
+
+// A pool ticket (dlb_share_pool_ticket, version 1), in this machine's byte
+// order (it never leaves the machine: the slab's file cannot):
+//
+//   offset size field
+//        0    4 magic "DLBP"
+//        4    2 version (kTicketVersion), 2 reserved, 0
+//        8    4 total size in bytes (64 + the description's)
+//       12    4 checksum: FNV-1a (32 bits) of all bytes, this field as 0
+//       16    4 pid of the issuing process
+//       20    4 the slab's file descriptor number there
+//       24    8 the slab file's device, 32 8 its inode (fstat)
+//       40    8 the slab's size in bytes
+//       48    4 slot, 52 4 ticket cell
+//       56    8 the ticket's token (the cell's value until it is opened)
+//       64      the tensor's description over the slab's file
+constexpr std::size_t kTicketHeader = 64;
+constexpr std::uint16_t kTicketVersion = 1;
+static_assert(DLB_SHARE_POOL_TICKET_MAX == kTicketHeader + DLB_SHARE_DESCRIPTION_MAX);
+
+struct PoolTicket {
+  std::int32_t pid = 0;
+  std::int32_t fd = -1;
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  std::uint64_t slab_size = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t cell = 0;
+  std::uint64_t token = 0;
+  const unsigned char* description = nullptr;  // into the parsed bytes
+  std::size_t description_size = 0;
+};
+
+// Writes the ticket (t's fields, then `dsize` bytes of description) into
+// `out` (DLB_SHARE_POOL_TICKET_MAX bytes); returns its size.
+std::size_t write_pool_ticket(const PoolTicket& t, const unsigned char* description, std::size_t dsize,
+                              unsigned char* out) noexcept;
+
+// Reads and checks a ticket's fixed part (magic, version, size, checksum);
+// the description is checked by the caller. Sets the error on failure.
+dlb_status parse_pool_ticket(const void* bytes, std::size_t size, PoolTicket* out) noexcept;
 
 }  // namespace dlb::share
 

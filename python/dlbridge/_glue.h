@@ -183,6 +183,14 @@ PyObject* dlbpy_share_recv(PyObject* module, PyObject* socket_fd);
 extern const char dlbpy_share_recv_doc[];
 PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused);
 extern const char dlbpy_shared_mappings_doc[];
+PyObject* dlbpy_share_pool_state(PyObject* module, PyObject* unused);
+extern const char dlbpy_share_pool_state_doc[];
+PyObject* dlbpy_share_pool_trim(PyObject* module, PyObject* unused);
+extern const char dlbpy_share_pool_trim_doc[];
+PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor);
+extern const char dlbpy_share_pool_ticket_doc[];
+PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char dlbpy_share_pool_fetch_doc[];
 
 /* ---- pickled tensors' memory files (_share_server.c) ------------------ */
 

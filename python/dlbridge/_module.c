@@ -297,6 +297,11 @@ static PyMethodDef module_methods[] = {
     {"share_fetch", (PyCFunction)(void (*)(void))dlbpy_share_fetch, METH_FASTCALL | METH_KEYWORDS,
      dlbpy_share_fetch_doc},
     {"share_server_state", dlbpy_share_server_state, METH_NOARGS, dlbpy_share_server_state_doc},
+    {"share_pool_state", dlbpy_share_pool_state, METH_NOARGS, dlbpy_share_pool_state_doc},
+    {"share_pool_trim", dlbpy_share_pool_trim, METH_NOARGS, dlbpy_share_pool_trim_doc},
+    {"share_pool_ticket", dlbpy_share_pool_ticket, METH_O, dlbpy_share_pool_ticket_doc},
+    {"share_pool_fetch", (PyCFunction)(void (*)(void))dlbpy_share_pool_fetch, METH_FASTCALL | METH_KEYWORDS,
+     dlbpy_share_pool_fetch_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -75,17 +75,18 @@ const char dlbpy_share_descriptor_doc[] =
     "copied once into new shared memory).";
 
 PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"read_only"};
-  PyObject* values[1];
+  static const char* const names[] = {"read_only", "pooled"};
+  PyObject* values[2];
   if (nargs != 1) {
     PyErr_SetString(PyExc_TypeError, "share_copy() takes one tensor");
     return NULL;
   }
-  if (dlbpy_keyword_only("share_copy", args + 1, 0, kwnames, names, 1, values) != 0) return NULL;
+  if (dlbpy_keyword_only("share_copy", args + 1, 0, kwnames, names, 2, values) != 0) return NULL;
   dlb_buffer* buffer = dlbpy_tensor_buffer(args[0]);
   if (buffer == NULL) return NULL;
   uint64_t flags = 0;
-  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0) return NULL;
+  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0 || share_flag(values[1], DLB_SHARE_POOLED, &flags) != 0)
+    return NULL;
   dlb_buffer* copy = NULL;
   dlb_status s;
   Py_BEGIN_ALLOW_THREADS  /* the copy may take a while */
@@ -96,21 +97,21 @@ PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t n
   return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), copy);
 }
 const char dlbpy_share_copy_doc[] =
-    "share_copy(tensor, /, *, read_only=False) -> Tensor\n"
+    "share_copy(tensor, /, *, read_only=False, pooled=False) -> Tensor\n"
     "--\n\n"
     "A new tensor in shared memory with the tensor's elements (compact), copied\n"
-    "once (dlb_buffer_copy_shared); read-only when asked for or when the tensor is.";
+    "once (dlb_buffer_copy_shared); read-only when asked for or when the tensor is.\n"
+    "pooled: a small writable copy goes into a slot of the small-tensor pool\n"
+    "(DLB_SHARE_POOLED).";
 
 PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor) {
   (void)module;
   dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
   if (buffer == NULL) return NULL;
-  dlb_share_descriptor d;
-  const dlb_status s = dlb_buffer_share(buffer, 0, &d);
-  if (s == DLB_ERR_NOT_ZERO_COPY) Py_RETURN_FALSE;
+  int32_t shared = 0;
+  const dlb_status s = dlb_buffer_is_shared(buffer, &shared);
   if (s != DLB_OK) return dlbpy_raise_status(s);
-  dlb_share_descriptor_close(&d);
-  Py_RETURN_TRUE;
+  return PyBool_FromLong(shared);
 }
 const char dlbpy_is_shared_doc[] =
     "is_shared(tensor, /) -> bool\n--\n\n"
@@ -208,3 +209,26 @@ PyObject* dlbpy_shared_mappings(PyObject* module, PyObject* unused) {
 const char dlbpy_shared_mappings_doc[] =
     "shared_mappings() -> int\n--\n\n"
     "Shared-memory mappings the library holds in this process (for leak checks).";
+
+PyObject* dlbpy_share_pool_state(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  dlb_share_pool_state st;
+  const dlb_status s = dlb_share_pool_stats(&st);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return Py_BuildValue("(LL)", (long long)st.slabs, (long long)st.references);
+}
+const char dlbpy_share_pool_state_doc[] =
+    "share_pool_state() -> (slabs, references)\n--\n\n"
+    "The small-tensor pool in this process (dlb_share_pool_stats): slabs mapped,\n"
+    "slot references held by this process's tensors.";
+
+PyObject* dlbpy_share_pool_trim(PyObject* module, PyObject* unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromLongLong(dlb_share_pool_trim());
+}
+const char dlbpy_share_pool_trim_doc[] =
+    "share_pool_trim() -> int\n--\n\n"
+    "Unmaps the pool's slabs that this process holds nothing in (dlb_share_pool_trim);\n"
+    "returns how many.";

@@ -37,7 +37,8 @@ from typing import Any, Optional, Sequence, Tuple
 from . import Tensor, _glue
 from . import from_dlpack as _from_dlpack
 
-__all__ = ["share", "share_send", "share_recv", "shared_mappings", "open_shared", "descriptor"]
+__all__ = ["share", "share_send", "share_recv", "shared_mappings", "share_pool_state", "share_pool_trim", "open_shared",
+           "descriptor"]
 
 
 def descriptor(tensor: Tensor, *, copy: bool = False, read_only: bool = False) -> Tuple[int, bytes]:
@@ -64,16 +65,22 @@ def share(obj: Any) -> Tensor:
     ``obj`` is a Tensor or any DLPack producer (numpy, torch, ...). When its
     memory is shared memory already (a tensor made here, or a framework's
     view of one) the result is the same memory, without a copy; otherwise
-    the elements are copied once into new shared memory. CUDA device
-    memory of dlbridge's CUDA backend is returned as it is: it is shared by
-    CUDA IPC handle.
+    the elements are copied once into new shared memory: a writable tensor
+    of at most 64 KiB into a slot of the small-tensor pool (a process that
+    receives it keeps the slab mapped for the next ones), any other into a
+    memory file of its own. CUDA device memory of dlbridge's CUDA backend
+    is returned as it is: it is shared by CUDA IPC handle.
     """
+    return _share(obj, pooled=True)
+
+
+def _share(obj: Any, pooled: bool) -> Tensor:
     tensor = obj if isinstance(obj, Tensor) else _from_dlpack(obj)
     if _glue.is_shared(tensor):
         return tensor
     # The copy's own mapping, kept (not a descriptor reopened): the pages
     # stay as the copy left them (docs/sharing.md, "A copy's pages").
-    return _glue.share_copy(tensor, read_only=tensor.readonly)
+    return _glue.share_copy(tensor, read_only=tensor.readonly, pooled=pooled)
 
 
 def _fileno(sock: Any) -> int:
@@ -83,7 +90,9 @@ def _fileno(sock: Any) -> int:
 def share_send(sock: Any, obj: Any) -> None:
     """Sends ``obj`` (shared first with :func:`share` when it is not) over a
     connected Unix socket (a ``socket.socket`` or a file descriptor)."""
-    _glue.share_send(_fileno(sock), share(obj))
+    # Not pooled: a descriptor's receiver holds no reference to a pool
+    # slot, so a pooled tensor sent this way keeps its slot for good.
+    _glue.share_send(_fileno(sock), _share(obj, pooled=False))
 
 
 def share_recv(sock: Any) -> Optional[Tensor]:
@@ -93,8 +102,22 @@ def share_recv(sock: Any) -> Optional[Tensor]:
 
 
 def shared_mappings() -> int:
-    """Shared-memory mappings the library holds in this process."""
+    """Shared-memory mappings the library holds in this process (memory
+    files of their own; the small-tensor pool's slabs are counted by
+    :func:`share_pool_state`)."""
     return _glue.shared_mappings()
+
+
+def share_pool_state() -> Tuple[int, int]:
+    """``(slabs, references)``: the small-tensor pool's slabs mapped in this
+    process, and the slot references its tensors hold."""
+    return _glue.share_pool_state()
+
+
+def share_pool_trim() -> int:
+    """Unmaps the pool's slabs this process holds nothing in (a process keeps
+    up to 8 of them for the tensors still to come); returns how many."""
+    return _glue.share_pool_trim()
 
 
 # ---------------------------------------------------------------------------
@@ -114,6 +137,10 @@ def _rebuild_served(ticket: bytes, description: bytes, read_only: bool) -> Tenso
     return _glue.share_fetch(ticket, description, read_only=read_only)
 
 
+def _rebuild_pooled(ticket: bytes, read_only: bool) -> Tensor:
+    return _glue.share_pool_fetch(ticket, read_only=read_only)
+
+
 def _rebuild_handle(description: bytes, read_only: bool) -> Tensor:
     return open_shared(-1, description, read_only=read_only)
 
@@ -131,6 +158,11 @@ def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
     # for it, with every start method (fork, spawn, forkserver). Where the
     # server cannot run, multiprocessing's resource sharer serves a
     # duplicate once, over a connection per tensor.
+    # A tensor in the small-tensor pool travels as a pool ticket: a
+    # receiver that keeps the slab mapped opens it without a system call.
+    ticket = _glue.share_pool_ticket(tensor) if _SERVE else None
+    if ticket is not None:
+        return _rebuild_pooled, (ticket, tensor.readonly)
     fd, description = descriptor(tensor, copy=True, read_only=tensor.readonly)
     if fd == -1:  # CUDA IPC: the description names the memory by handle
         return _rebuild_handle, (description, tensor.readonly)

@@ -28,9 +28,18 @@
  * one wakes it.
  *
  * Messages to the server: 17 bytes, 'R' (taken) or 'F' (fetch) and the
- * token. The answer to 'F' is one dlb_share_send message, or an empty
- * message for a token the server does not hold (taken already, or never
- * served). A ticket that is never unpickled keeps its descriptor in the
+ * token, or 'P' and the device and inode of a pool slab (a receiver that
+ * cannot take the slab's file itself). The answer to 'F' and 'P' is one
+ * dlb_share_send message, or an empty message for a token the server does
+ * not hold (taken already, or never served) or a slab this process no
+ * longer maps.
+ *
+ * Pooled tensors (share_pool_ticket, share_pool_fetch): the pickle holds
+ * the server's nonce and the library's pool ticket. The receiver opens it
+ * from the slab it keeps mapped (no system call); only the first ticket
+ * of a slab needs the slab's file, taken as above (pidfd_getfd, /proc, or
+ * 'P'), and nothing is sent back: the slot's reference count lives in the
+ * slab itself. A ticket that is never unpickled keeps its descriptor in the
  * sender until that process exits, as multiprocessing's resource sharer
  * does.
  *
@@ -185,7 +194,22 @@ static int srv_answer(struct pollfd* p) {
     const ssize_t n = recv(p->fd, m, sizeof m, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    if (n != MESSAGE_SIZE || (m[0] != 'R' && m[0] != 'F')) return -1; /* closed, or not ours */
+    if (n != MESSAGE_SIZE || (m[0] != 'R' && m[0] != 'F' && m[0] != 'P')) return -1; /* closed, or not ours */
+    if (m[0] == 'P') { /* a pool slab's file, named by device and inode */
+      uint64_t dev, ino;
+      memcpy(&dev, m + 1, 8);
+      memcpy(&ino, m + 9, 8);
+      dlb_share_descriptor d;
+      int status = 0;
+      if (dlb_share_pool_file(dev, ino, &d) == DLB_OK) {
+        if (dlb_share_send(p->fd, &d) != DLB_OK) status = -1;
+        dlb_share_descriptor_close(&d);
+      } else if (send(p->fd, "", 0, MSG_NOSIGNAL) < 0) {
+        status = -1;
+      }
+      if (status != 0) return status;
+      continue;
+    }
     served s;
     const int found = srv_take(m + 1, &s);
     if (m[0] == 'R') {
@@ -641,3 +665,129 @@ const char dlbpy_share_server_state_doc[] =
     "share_server_state() -> (pending, connections, links, running)\n--\n\n"
     "Tickets whose descriptor the server still holds, connections it serves,\n"
     "connections this process keeps to other senders, whether it runs (for tests).";
+
+/* ------------------------------------------------------------------------ */
+/* Pooled tensors                                                           */
+/* ------------------------------------------------------------------------ */
+
+#define POOL_PREFIX 8 /* the server's nonce, before the library's pool ticket */
+
+PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor) {
+  (void)module;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
+  if (buffer == NULL) return NULL;
+  pthread_once(&fork_once, fork_register);
+  pthread_mutex_lock(&srv_mutex);
+  const int running = srv_start_locked() == 0;
+  const uint64_t nonce = srv_nonce;
+  pthread_mutex_unlock(&srv_mutex);
+  if (!running) Py_RETURN_NONE; /* no server to hand a slab over: a ticket of the file */
+  dlb_share_pool_ticket t;
+  const dlb_status s = dlb_share_pool_issue(buffer, &t);
+  if (s == DLB_ERR_NOT_ZERO_COPY || s == DLB_ERR_OUT_OF_MEMORY) {
+    dlb_clear_last_error();
+    Py_RETURN_NONE; /* not pooled, or its slab's ticket cells are all held */
+  }
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  char bytes[POOL_PREFIX + DLB_SHARE_POOL_TICKET_MAX];
+  memcpy(bytes, &nonce, POOL_PREFIX);
+  memcpy(bytes + POOL_PREFIX, t.bytes, t.size);
+  /* On failure the ticket's reference stays taken, as a ticket never opened. */
+  return PyBytes_FromStringAndSize(bytes, (Py_ssize_t)(POOL_PREFIX + t.size));
+}
+const char dlbpy_share_pool_ticket_doc[] =
+    "share_pool_ticket(tensor, /) -> bytes | None\n--\n\n"
+    "A ticket for a tensor in the small-tensor pool (dlb_share_pool_issue), with\n"
+    "this process's server named for a receiver that needs the slab's file;\n"
+    "None when the tensor is not pooled, every ticket cell of its slab is held,\n"
+    "or no server can run here.";
+
+PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"read_only", "via_proc"};
+  PyObject* values[2];
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "share_pool_fetch() takes a ticket");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("share_pool_fetch", args + 1, 0, kwnames, names, 2, values) != 0) return NULL;
+  const int read_only = values[0] != NULL ? PyObject_IsTrue(values[0]) : 0;
+  const int via_proc = values[1] != NULL ? PyObject_IsTrue(values[1]) : 1;
+  if (read_only < 0 || via_proc < 0) return NULL;
+  char* tb = NULL;
+  Py_ssize_t tsize = 0;
+  if (PyBytes_AsStringAndSize(args[0], &tb, &tsize) != 0) return NULL;
+  if (tsize <= POOL_PREFIX || tsize - POOL_PREFIX > DLB_SHARE_POOL_TICKET_MAX)
+    return dlbpy_raise_error(DLB_ERR_MALFORMED, "share_pool_fetch: not a pool ticket (wrong size)");
+  uint64_t nonce;
+  memcpy(&nonce, tb, POOL_PREFIX);
+  dlb_share_pool_ticket t;
+  t.size = (uint32_t)(tsize - POOL_PREFIX);
+  memcpy(t.bytes, tb + POOL_PREFIX, t.size);
+  const uint64_t flags = read_only ? DLB_SHARE_READ_ONLY : 0;
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  dlb_buffer* buffer = NULL;
+  /* A slab kept from an earlier ticket: no system call, no wait. */
+  dlb_status s = dlb_share_pool_open(&t, -1, flags, &buffer);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (buffer != NULL) return dlbpy_tensor_new_in(state, buffer);
+  ticket source;
+  memset(&source, 0, sizeof source);
+  s = dlb_share_pool_ticket_source(&t, &source.pid, &source.fd, &source.dev, &source.ino);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  char text[192];
+  text[0] = 0;
+  Py_BEGIN_ALLOW_THREADS
+  int reached = 1, e = 0;
+  pthread_mutex_lock(&cli_mutex);
+  peer_link* l = cli_link_locked(source.pid, nonce);
+  if (l == NULL) {
+    reached = 0;
+    e = errno;
+  }
+  const int fd = via_proc ? take_file_locked(l, &source, 0) : -1;
+  pthread_mutex_unlock(&cli_mutex);
+  if (fd >= 0) {
+    s = dlb_share_pool_open(&t, fd, flags | DLB_SHARE_TAKE_FD, &buffer); /* fd is its now */
+  } else if (!reached) {
+    s = DLB_ERR_DELETED;
+    snprintf(text, sizeof text,
+             "the tensor's sending process (pid %d) no longer serves it: it has exited (connecting: %s)",
+             (int)source.pid, strerror(e));
+  } else {
+    unsigned char m[MESSAGE_SIZE];
+    m[0] = 'P';
+    memcpy(m + 1, &source.dev, 8);
+    memcpy(m + 9, &source.ino, 8);
+    dlb_share_descriptor d;
+    const int c = link_connect(source.pid, nonce);
+    int broken = c < 0 || send(c, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
+    if (!broken) {
+      s = dlb_share_recv(c, &d);
+      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(c));
+    }
+    if (c >= 0) close(c);
+    if (broken && s != DLB_ERR_MALFORMED) {
+      s = DLB_ERR_DELETED;
+      snprintf(text, sizeof text,
+               "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
+               "process of this user", (int)source.pid);
+    } else if (s == DLB_OK && d.fd < 0) {
+      s = DLB_ERR_DELETED;
+      snprintf(text, sizeof text, "the tensor's sending process (pid %d) no longer maps its slab", (int)source.pid);
+    } else if (s == DLB_OK) {
+      s = dlb_share_pool_open(&t, d.fd, flags | DLB_SHARE_TAKE_FD, &buffer);
+    }
+  }
+  Py_END_ALLOW_THREADS
+  if (text[0] != 0) return dlbpy_raise_error(s, text);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (buffer == NULL) return dlbpy_raise_error(DLB_ERR_INTERNAL, "share_pool_fetch: the slab's file gave no buffer");
+  return dlbpy_tensor_new_in(state, buffer);
+}
+const char dlbpy_share_pool_fetch_doc[] =
+    "share_pool_fetch(ticket, /, *, read_only=False, via_proc=True) -> Tensor\n--\n\n"
+    "The tensor a pool ticket of share_pool_ticket() names (dlb_share_pool_open):\n"
+    "from a slab this process keeps, else after taking the slab's file from the\n"
+    "sender (pidfd_getfd or /proc/<pid>/fd/<n> where via_proc allows, else its\n"
+    "server). Raises dlbridge.Error DLB_ERR_DELETED for a ticket opened already\n"
+    "or a sender that has exited, DLB_ERR_MALFORMED for bytes that are no ticket.";
