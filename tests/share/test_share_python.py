@@ -72,22 +72,29 @@ def process_wide_helpers():
     os.close(fd)
     os.close(dup.detach())
     forkserver.ensure_running()
-    t = dlbridge.share(np.zeros(1, dtype=np.float32))
+    t = dlbridge._share._share(np.zeros(1, dtype=np.float32), pooled=False)  # a ticket of its file
     ForkingPickler.loads(ForkingPickler.dumps(t))
     del t
     settle((0, 1))
     yield
 
 
+def pool_references():
+    return dlbridge.share_pool_state()[1]
+
+
 @pytest.fixture(autouse=True)
 def nothing_left(process_wide_helpers):
     gc.collect()
     served = settle((0, 1))
-    start = (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds())
+    dlbridge.share_pool_trim()  # slabs that earlier tests left idle (a process keeps up to 8)
+    start = (dlbridge.live_exports(), dlbridge.shared_mappings(), pool_references(), shared_maps(), open_fds())
     yield
     gc.collect()
     assert settle(served) == served
-    assert (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds()) == start
+    assert pool_references() == start[2]
+    dlbridge.share_pool_trim()
+    assert (dlbridge.live_exports(), dlbridge.shared_mappings(), pool_references(), shared_maps(), open_fds()) == start
 
 
 def test_share_copies_other_memory_once_and_keeps_shared_memory():
@@ -96,13 +103,17 @@ def test_share_copies_other_memory_once_and_keeps_shared_memory():
     assert t.shape == (3, 4) and t.dtype == "float32"
     assert t.data_ptr != a.ctypes.data  # a copy: numpy's memory is not shared
     assert np.array_equal(np.from_dlpack(t), a)
-    assert dlbridge.shared_mappings() >= 1
+    assert dlbridge.share_pool_state()[1] >= 1  # 48 bytes: a slot of the small-tensor pool
     assert dlbridge.share(t) is t  # shared already
-    before = dlbridge.shared_mappings()
-    u = dlbridge.share(a)  # the copy's own mapping: one, none reopened
-    assert dlbridge.shared_mappings() == before + 1
+    before = (dlbridge.shared_mappings(), pool_references(), shared_maps())
+    u = dlbridge.share(a)  # another slot of the same slab: no new mapping
+    assert (dlbridge.shared_mappings(), pool_references(), shared_maps()) == (before[0], before[1] + 1, before[2])
     assert np.array_equal(np.from_dlpack(u), a) and not u.readonly
     del u
+    big = np.zeros(1 << 15, dtype=np.float32)  # 128 KiB: a memory file of its own
+    w = dlbridge.share(big)
+    assert (dlbridge.shared_mappings(), pool_references(), shared_maps()) == (before[0] + 1, before[1], before[2] + 1)
+    del w
     g = torch.from_dlpack(t)
     view = dlbridge.share(g[1:])  # a framework's view into shared memory: no copy
     assert view.data_ptr == t.data_ptr + 16
@@ -268,8 +279,61 @@ def _unpickled(data):
     return ForkingPickler.loads(data)
 
 
-def test_a_pickled_tensor_carries_a_ticket_taken_once():
+BIG = 1 << 15  # float32 elements: 128 KiB, past the small-tensor pool (64 KiB)
+
+
+def test_a_pickled_small_tensor_carries_a_pool_ticket_opened_once():
     t = dlbridge.share(np.arange(4, dtype=np.float32))
+    data = _pickled(t)
+    assert server_state() == (0, 1)  # the server holds nothing: the slab is the pool's
+    assert pool_references() == 1  # the tensor's (the ticket's is counted in the slab only)
+    u = _unpickled(data)  # opened from the slab this process keeps: the same address
+    torch.from_dlpack(u)[0] = 9.0
+    assert element(t, 0) == 9.0 and u.data_ptr == t.data_ptr and pool_references() == 2
+    with pytest.raises(dlbridge.Error) as e:
+        _unpickled(data)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "opened already" in str(e.value)
+    rebuild, (ticket, read_only) = dlbridge._share._reduce(t)
+    assert rebuild is dlbridge._share._rebuild_pooled and not read_only
+    for bad, what in [(ticket[:20], "not a pool ticket"), (b"", "wrong size")]:
+        with pytest.raises(dlbridge.Error) as e:
+            dlbridge._glue.share_pool_fetch(bad)
+        assert e.value.status_name == "DLB_ERR_MALFORMED" and what in str(e.value)
+    bad = ticket[:30] + bytes([ticket[30] ^ 1]) + ticket[31:]
+    with pytest.raises(dlbridge.Error) as e:
+        dlbridge._glue.share_pool_fetch(bad)
+    assert e.value.status_name == "DLB_ERR_MALFORMED" and "checksum" in str(e.value)
+    dlbridge._glue.share_pool_fetch(ticket)  # the ticket still opens once; its reference goes with it
+    del u, t, e
+
+
+def _fetch_without_proc(ticket, out):
+    try:
+        u = dlbridge._glue.share_pool_fetch(ticket, via_proc=False)
+        torch.from_dlpack(u)[2] = -5.0
+        out.put((element(u, 3), dlbridge.share_pool_state()))
+    except BaseException as e:  # noqa: B902  reported to the parent
+        out.put(repr(e))
+
+
+def test_the_server_hands_a_slab_over_where_proc_is_closed():
+    import multiprocessing as mp
+
+    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    rebuild, (ticket, _) = dlbridge._share._reduce(t)
+    ctx = mp.get_context("spawn")  # a process that does not map the slab
+    out = ctx.Queue()
+    p = ctx.Process(target=_fetch_without_proc, args=(ticket, out))
+    p.start()
+    got = out.get(timeout=60)
+    p.join()
+    assert got == (3.0, (1, 1)), got  # the slab's file came from the server ('P')
+    assert element(t, 2) == -5.0
+    del t
+
+
+def test_a_pickled_large_tensor_carries_a_ticket_taken_once():
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     data = _pickled(t)
     assert server_state() == (1, 1)  # the server holds the file for the ticket
     u = _unpickled(data)  # the file opened through /proc
@@ -283,7 +347,7 @@ def test_a_pickled_tensor_carries_a_ticket_taken_once():
 
 
 def test_the_server_hands_the_file_over_where_proc_is_closed():
-    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     rebuild, (ticket, description, read_only) = dlbridge._share._reduce(t)
     assert rebuild is dlbridge._share._rebuild_served and not read_only
     u = dlbridge._glue.share_fetch(ticket, description, via_proc=False)
@@ -331,30 +395,40 @@ def test_a_ticket_whose_sender_exited_is_refused():
 
 
 def test_a_forked_child_serves_its_own_and_takes_the_parents():
-    t = dlbridge.share(np.arange(16, dtype=np.float32))
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     data = _pickled(t)
+    small = dlbridge.share(np.arange(16, dtype=np.float32))
+    small_data = _pickled(small)
 
     def child():
         if dlbridge._glue.share_server_state() != (0, 0, 0, False):
             return 2  # the parent's server, tickets or connections came along
         u = _unpickled(data)  # from the parent's server
-        if element(u, 15) != 15.0:
+        if element(u, BIG - 1) != BIG - 1:
             return 3
-        mine = _pickled(dlbridge.share(np.zeros(2, dtype=np.float32)))
-        if dlbridge._glue.share_server_state()[:2] != (1, 0) or _unpickled(mine).shape != (2,):
+        mine = _pickled(dlbridge.share(np.zeros(BIG, dtype=np.float32)))
+        if dlbridge._glue.share_server_state()[:2] != (1, 0) or _unpickled(mine).shape != (BIG,):
             return 4
+        v = _unpickled(small_data)  # from the slab the child inherited
+        if v.data_ptr != small.data_ptr or element(v, 15) != 15.0:
+            return 5
+        torch.from_dlpack(v)[15] = -1.0
+        w = dlbridge.share(np.zeros(2, dtype=np.float32))  # a slab of the child's own: none reused after fork
+        if small.data_ptr // 4096 - 16 <= w.data_ptr // 4096 <= small.data_ptr // 4096 + 16:
+            return 6
         return 0
 
     pid = _fork(child)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert settle((0, 1)) == (0, 1)  # the child took the ticket; its connection closed with it
-    del t
+    assert element(small, 15) == -1.0  # the child's write, in the same slot
+    del t, small
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
 def test_another_user_gets_neither_the_file_nor_the_server():
-    t = dlbridge.share(np.arange(4, dtype=np.float32))
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     data = _pickled(t)
 
     def stranger():
@@ -377,14 +451,15 @@ def test_another_user_gets_neither_the_file_nor_the_server():
 def test_threads_unpickling_from_one_sender_at_once():
     import threading
 
-    t = dlbridge.share(np.arange(64, dtype=np.float32))
-    datas = [_pickled(t) for _ in range(400)]
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
+    small = dlbridge.share(np.arange(64, dtype=np.float32))
+    datas = [_pickled(t) for _ in range(200)] + [_pickled(small) for _ in range(200)]
     bad = []
 
     def work(chunk):
         for d in chunk:
             u = _unpickled(d)
-            if element(u, 63) != 63.0:
+            if element(u, 63) != 63.0 or (u.shape == (64,) and u.data_ptr != small.data_ptr):
                 bad.append(d)
 
     threads = [threading.Thread(target=work, args=(datas[i::4],)) for i in range(4)]
@@ -394,7 +469,7 @@ def test_threads_unpickling_from_one_sender_at_once():
         th.join()
     assert not bad
     assert settle((0, 1)) == (0, 1)
-    del t
+    del t, small
 
 
 # ---------------------------------------------------------------------------
