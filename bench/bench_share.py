@@ -24,8 +24,13 @@ when the tensor was made; making them anew in rotated order gives every
 way the same luck.
 
   dlbridge-queue   a dlbridge.Tensor on a multiprocessing queue (the
-                   ForkingPickler reducer: a ticket for the sender's file,
-                   taken by the worker with pidfd_getfd)
+                   ForkingPickler reducer: at 4 KiB a pool ticket, opened
+                   from the slab the worker keeps mapped; larger, a ticket
+                   for the sender's file, taken by the worker with
+                   pidfd_getfd)
+  dlbridge-file    the same, but every tensor in a memory file of its own
+                   (dlbridge.share without the small-tensor pool), as
+                   before the pool: the pool's gain at 4 KiB
   dlbridge-socket  dlbridge.share_send / share_recv over a Unix socket
   pickle-copy      the numpy array on a multiprocessing queue (its bytes
                    pickled and piped)
@@ -53,11 +58,12 @@ adjacent; read from /proc/self/pagemap, which gives page frame numbers
 to root only: "-" otherwise). One line per round, then each way's median
 first sum and release when the worker took it first and when second.
 --steps times the 4 KiB hand-over step by step, dlbridge through a queue
-beside pickling a copy, alternating, ten times --rounds rounds: the round
+(pooled, and with a file per tensor) beside pickling a copy, in rotated
+order, ten times --rounds rounds: the round
 trip, a ForkingPickler.dumps of the payload (in the parent, after the
 round trip), and in the worker the unpickling, the sum (for dlbridge with
 its DLPack import into numpy) and the release (del), medians in
-microseconds, and their differences.
+microseconds, and their differences from pickling.
 
 With --reopen the parent closes the mapping it filled the SharedMemory
 block through and attaches the block anew before handing it over, as
@@ -94,7 +100,7 @@ def _worker_queue(kind, inq, outq):
         item = inq.get()
         if item is None:
             return
-        if kind == "dlbridge-queue":
+        if kind in ("dlbridge-queue", "dlbridge-file"):
             s = float(np.from_dlpack(item).sum())
         elif kind == "pickle-copy":
             s = float(item.sum())
@@ -181,6 +187,8 @@ class Makers:
         a = self.arrays[label]
         if kind in ("dlbridge-queue", "dlbridge-socket"):
             return dlbridge.share(a)
+        if kind == "dlbridge-file":
+            return dlbridge._share._share(a, pooled=False)
         if kind == "pickle-copy":
             return a
         if kind == "shm-numpy":
@@ -352,7 +360,7 @@ def _worker_steps(kind, inq, outq):
         t2 = time.perf_counter()
         if item is None:
             return
-        s = float(np.from_dlpack(item).sum()) if kind == "dlbridge-queue" else float(item.sum())
+        s = float(np.from_dlpack(item).sum()) if kind.startswith("dlbridge") else float(item.sum())
         t3 = time.perf_counter()
         del item
         t4 = time.perf_counter()
@@ -370,7 +378,7 @@ def steps(rounds):
     ctx = mp.get_context("fork")
     a = np.random.default_rng(0).random(1024, dtype=np.float32)
     expect = float(a.sum())
-    kinds = ("dlbridge-queue", "pickle-copy")
+    kinds = ("dlbridge-queue", "dlbridge-file", "pickle-copy")
     ways = {}
     for k in kinds:
         inq, outq = ctx.Queue(), ctx.Queue()
@@ -380,9 +388,14 @@ def steps(rounds):
     got = {k: [] for k in kinds}
     try:
         for i in range(rounds + 20):
-            for k in kinds if i % 2 else kinds[::-1]:
+            for k in kinds[i % 3:] + kinds[:i % 3]:
                 inq, outq, _ = ways[k]
-                payload = dlbridge.share(a) if k == "dlbridge-queue" else a
+                if k == "dlbridge-queue":
+                    payload = dlbridge.share(a)
+                elif k == "dlbridge-file":
+                    payload = dlbridge._share._share(a, pooled=False)
+                else:
+                    payload = a
                 t0 = time.perf_counter()
                 inq.put(payload)
                 s, worker = outq.get()
@@ -404,7 +417,11 @@ def steps(rounds):
     med = {k: [statistics.median(r[j] for r in got[k]) * 1e6 for j in range(len(names))] for k in kinds}
     for k in kinds:
         print("%-16s" % k + "".join("%12.1f" % v for v in med[k]))
-    print("%-16s" % "difference" + "".join("%12.1f" % (x - y) for x, y in zip(med[kinds[0]], med[kinds[1]])))
+    for k in kinds[:2]:
+        print("%-16s" % ("%s - pickle" % k.split("-")[1]) +
+              "".join("%12.1f" % (x - y) for x, y in zip(med[k], med["pickle-copy"])))
+    print("round trip, pickle-copy's over dlbridge-queue's: %.2f, over dlbridge-file's: %.2f"
+          % (med["pickle-copy"][0] / med["dlbridge-queue"][0], med["pickle-copy"][0] / med["dlbridge-file"][0]))
 
 
 def main():
@@ -435,7 +452,8 @@ def main():
     arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
     sizes = [(label, float(a.sum())) for label, a in arrays.items()]
     ctx = mp.get_context("fork")
-    ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-socket": SocketWay(),
+    ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-file": QueueWay("dlbridge-file", ctx),
+            "dlbridge-socket": SocketWay(),
             "pickle-copy": QueueWay("pickle-copy", ctx), "shm-numpy": QueueWay("shm-numpy", ctx)}
     if torch is not None:
         ways["torch-mp"] = QueueWay("torch-mp", tmp.get_context("fork"))

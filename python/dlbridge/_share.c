@@ -109,8 +109,19 @@ PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor) {
   dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
   if (buffer == NULL) return NULL;
   int32_t shared = 0;
-  const dlb_status s = dlb_buffer_is_shared(buffer, &shared);
+  dlb_status s = dlb_buffer_is_shared(buffer, &shared);
   if (s != DLB_OK) return dlbpy_raise_status(s);
+  DLTensor t;
+  if (shared && dlb_buffer_dltensor(buffer, &t) == DLB_OK && t.device.device_type != kDLCPU) {
+    /* Device memory (CUDA IPC): a descriptor made now makes the buffer's
+     * interprocess event, so that share() leaves it ready for a process
+     * forked next, as dlb_buffer_share() would (docs/sharing.md). Host
+     * memory gets none: a pooled slot would be kept for good. */
+    dlb_share_descriptor d;
+    s = dlb_buffer_share(buffer, 0, &d);
+    if (s != DLB_OK) return dlbpy_raise_status(s);
+    dlb_share_descriptor_close(&d);
+  }
   return PyBool_FromLong(shared);
 }
 const char dlbpy_is_shared_doc[] =

@@ -676,12 +676,6 @@ PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor) {
   (void)module;
   dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
   if (buffer == NULL) return NULL;
-  pthread_once(&fork_once, fork_register);
-  pthread_mutex_lock(&srv_mutex);
-  const int running = srv_start_locked() == 0;
-  const uint64_t nonce = srv_nonce;
-  pthread_mutex_unlock(&srv_mutex);
-  if (!running) Py_RETURN_NONE; /* no server to hand a slab over: a ticket of the file */
   dlb_share_pool_ticket t;
   const dlb_status s = dlb_share_pool_issue(buffer, &t);
   if (s == DLB_ERR_NOT_ZERO_COPY || s == DLB_ERR_OUT_OF_MEMORY) {
@@ -689,6 +683,12 @@ PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor) {
     Py_RETURN_NONE; /* not pooled, or its slab's ticket cells are all held */
   }
   if (s != DLB_OK) return dlbpy_raise_status(s);
+  /* The server hands the slab's file to a receiver that cannot take it
+   * itself; where none can run (nonce 0) such a receiver is refused. */
+  pthread_once(&fork_once, fork_register);
+  pthread_mutex_lock(&srv_mutex);
+  const uint64_t nonce = srv_start_locked() == 0 ? srv_nonce : 0;
+  pthread_mutex_unlock(&srv_mutex);
   char bytes[POOL_PREFIX + DLB_SHARE_POOL_TICKET_MAX];
   memcpy(bytes, &nonce, POOL_PREFIX);
   memcpy(bytes + POOL_PREFIX, t.bytes, t.size);
@@ -699,8 +699,7 @@ const char dlbpy_share_pool_ticket_doc[] =
     "share_pool_ticket(tensor, /) -> bytes | None\n--\n\n"
     "A ticket for a tensor in the small-tensor pool (dlb_share_pool_issue), with\n"
     "this process's server named for a receiver that needs the slab's file;\n"
-    "None when the tensor is not pooled, every ticket cell of its slab is held,\n"
-    "or no server can run here.";
+    "None when the tensor is not pooled or every ticket cell of its slab is held.";
 
 PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"read_only", "via_proc"};
