@@ -259,7 +259,8 @@ impl PoolTicket {
         if self.0.len() > sys::DLB_SHARE_POOL_TICKET_MAX {
             return Err(Error::new(Status::Malformed, "a pool ticket has at most DLB_SHARE_POOL_TICKET_MAX bytes"));
         }
-        let mut t = sys::dlb_share_pool_ticket { size: self.0.len() as u32, bytes: [0; sys::DLB_SHARE_POOL_TICKET_MAX] };
+        let mut t =
+            sys::dlb_share_pool_ticket { size: self.0.len() as u32, bytes: [0; sys::DLB_SHARE_POOL_TICKET_MAX] };
         t.bytes[..self.0.len()].copy_from_slice(&self.0);
         Ok(t)
     }

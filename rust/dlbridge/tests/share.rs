@@ -142,7 +142,11 @@ fn pooled_tensors_travel_as_tickets() {
         assert_eq!(ticket.open(None, dlbridge::ffi::DLB_SHARE_TAKE_FD).unwrap_err().status, Status::InvalidArgument);
         assert!(share::pool_file(source.dev, source.ino).unwrap().fd().is_some());
         // Larger than the pool, or not pooled: no ticket.
-        let big = dlbridge::Buffer::wrap_vec(vec![0u8; share::DLB_SHARE_POOL_MAX_BYTES + 1], &[share::DLB_SHARE_POOL_MAX_BYTES as i64 + 1]).unwrap();
+        let big = dlbridge::Buffer::wrap_vec(
+            vec![0u8; share::DLB_SHARE_POOL_MAX_BYTES + 1],
+            &[share::DLB_SHARE_POOL_MAX_BYTES as i64 + 1],
+        )
+        .unwrap();
         let own = share::copy_shared(&big, share::DLB_SHARE_POOLED).unwrap();
         assert_eq!(share::PoolTicket::issue(&own).unwrap_err().status, Status::NotZeroCopy);
         assert_eq!(share::PoolTicket::issue(&plain).unwrap_err().status, Status::NotZeroCopy);
