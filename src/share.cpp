@@ -149,6 +149,28 @@ dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
 
 }  // namespace
 
+TakenFd::~TakenFd() {
+  if (fd >= 0) close(fd);
+}
+
+dlb_status check_flags(std::uint64_t flags, std::uint64_t known, const char* who) noexcept {
+  if ((flags & ~known) == 0) return DLB_OK;
+  return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has bits 0x%" PRIx64 " that %s does not take", flags & ~known,
+                   who);
+}
+
+dlb_status check_memory_file(int fd, struct stat* st) noexcept {
+  if (fstat(fd, st) != 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d: fstat failed: %s", fd, std::strerror(errno));
+  if (!S_ISREG(st->st_mode))
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d is not a memory file (not a regular file)", fd);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "fd %d is not a memory file sealed against shrinking, so its pages could vanish under the mapping",
+                     fd);
+  return DLB_OK;
+}
+
 int new_sealed_file(std::size_t size) noexcept {
   const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
@@ -257,10 +279,7 @@ dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out
 dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  constexpr std::uint64_t known = DLB_SHARE_READ_ONLY | DLB_SHARE_POOLED;
-  if ((flags & ~known) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "flags has bits 0x%" PRIx64 " that dlb_buffer_copy_shared does not take", flags & ~known);
+  DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY | DLB_SHARE_POOLED, "dlb_buffer_copy_shared"));
   const bool read_only =
       (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
   if ((flags & DLB_SHARE_POOLED) != 0 && !read_only) {
@@ -311,10 +330,7 @@ namespace {
 dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descriptor* out) {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  constexpr std::uint64_t known = DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY;
-  if ((flags & ~known) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has bits 0x%" PRIx64 " that dlb_buffer_share does not take",
-                     flags & ~known);
+  DLB_TRY(check_flags(flags, DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY, "dlb_buffer_share"));
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
   const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
@@ -396,18 +412,10 @@ dlb_status is_shared_impl(dlb_buffer* buffer, std::int32_t* out) {
 dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size, std::uint64_t flags,
                      dlb_buffer** out) {
   // A taken fd is closed on every failure before the mapping owns it.
-  struct Taken {
-    int fd;
-    ~Taken() {
-      if (fd >= 0) close(fd);
-    }
-  } taken{(flags & DLB_SHARE_TAKE_FD) != 0 ? fd : -1};
+  TakenFd taken{(flags & DLB_SHARE_TAKE_FD) != 0 ? fd : -1};
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (description == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "description is NULL");
-  constexpr std::uint64_t kOpenFlags = DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD;
-  if ((flags & ~kOpenFlags) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "flags has bits 0x%" PRIx64 " that dlb_buffer_open_shared does not take", flags & ~kOpenFlags);
+  DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD, "dlb_buffer_open_shared"));
   const bool cuda_kind =
       declared_kind(static_cast<const unsigned char*>(description), size) == DLB_SHARE_KIND_CUDA_IPC;
   if (fd < 0 && !cuda_kind) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
@@ -420,16 +428,7 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
     return cuda_ipc_open(d, (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0, out);
   }
   struct stat st;
-  if (fstat(fd, &st) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 ": fstat failed: %s", fd, std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 " is not a memory file (not a regular file)", fd);
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "fd %" PRId32 " is not a memory file sealed against shrinking, so its pages could vanish under "
-                     "the mapping",
-                     fd);
+  DLB_TRY(check_memory_file(fd, &st));
   if (static_cast<std::uint64_t>(st.st_size) != d.file_size)
     return set_error(DLB_ERR_MALFORMED, "the description says the file has %" PRIu64 " bytes; it has %" PRIu64,
                      d.file_size, static_cast<std::uint64_t>(st.st_size));
@@ -447,7 +446,7 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
                      fd);
   int own = fd;
   if (taken.fd >= 0) {
-    taken.fd = -1;  // map_file's from here (closed if it fails)
+    taken.release();  // map_file's from here (closed if it fails)
   } else {
     own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0)

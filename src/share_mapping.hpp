@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include <sys/stat.h>
+
 namespace dlb::share {
 
 struct Slab;
@@ -45,6 +47,26 @@ int new_sealed_file(std::size_t size) noexcept;
 // Bytes [lo, hi) of host memory the view reaches (lo == hi for an empty
 // view, at its data address).
 void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept;
+
+// A file descriptor given with DLB_SHARE_TAKE_FD (else -1), closed on
+// every return unless released to its new owner.
+struct TakenFd {
+  int fd;
+  explicit TakenFd(int taken) noexcept : fd(taken) {}
+  TakenFd(const TakenFd&) = delete;
+  TakenFd& operator=(const TakenFd&) = delete;
+  ~TakenFd();
+  void release() noexcept { fd = -1; }
+};
+
+// DLB_ERR_INVALID_ARGUMENT naming the bits of `flags` outside `known`
+// that `who` does not take; DLB_OK when there are none.
+dlb_status check_flags(std::uint64_t flags, std::uint64_t known, const char* who) noexcept;
+
+// Checks that `fd` is a memory file sealed against shrinking (so that its
+// pages cannot vanish under a mapping); `st` receives its fstat. Sets the
+// error on failure.
+dlb_status check_memory_file(int fd, struct stat* st) noexcept;
 
 // The small-tensor pool (share_pool.cpp).
 // A pooled copy of `buffer` (writable, at most DLB_SHARE_POOL_MAX_BYTES),

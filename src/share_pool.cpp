@@ -345,14 +345,9 @@ dlb_status source_impl(const dlb_share_pool_ticket* ticket, std::int32_t* pid, s
 // names, after checking it; under pool_mutex. nullptr with the error set.
 Slab* map_slab_locked(const PoolTicket& pt, int fd) noexcept {
   struct stat st;
-  if (fstat(fd, &st) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d: fstat failed: %s", fd, std::strerror(errno)), nullptr;
-  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_dev) != pt.dev ||
-      static_cast<std::uint64_t>(st.st_ino) != pt.ino)
+  if (check_memory_file(fd, &st) != DLB_OK) return nullptr;
+  if (static_cast<std::uint64_t>(st.st_dev) != pt.dev || static_cast<std::uint64_t>(st.st_ino) != pt.ino)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d is not the slab file the ticket names", fd), nullptr;
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d is not a memory file sealed against shrinking", fd), nullptr;
   bool sized = false;
   for (std::uint64_t ss : kSlotSizes) sized = sized || pt.slab_size == kSlabHeader + kSlots * ss;
   if (!sized || static_cast<std::uint64_t>(st.st_size) != pt.slab_size)
@@ -399,18 +394,10 @@ Slab* map_slab_locked(const PoolTicket& pt, int fd) noexcept {
 }
 
 dlb_status open_impl(const dlb_share_pool_ticket* ticket, std::int32_t fd, std::uint64_t flags, dlb_buffer** out) {
-  struct Taken {
-    int fd;
-    ~Taken() {
-      if (fd >= 0) close(fd);
-    }
-  } taken{(flags & DLB_SHARE_TAKE_FD) != 0 ? fd : -1};
+  TakenFd taken{(flags & DLB_SHARE_TAKE_FD) != 0 ? fd : -1};  // closed on return: the slab keeps a duplicate
   if (ticket == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "ticket is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  constexpr std::uint64_t known = DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD;
-  if ((flags & ~known) != 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "flags has bits 0x%" PRIx64 " that dlb_share_pool_open does not take", flags & ~known);
+  DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD, "dlb_share_pool_open"));
   if (fd < -1) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
   PoolTicket pt;
   DLB_TRY(parse_pool_ticket(ticket->bytes, ticket->size, &pt));

@@ -446,6 +446,38 @@ static int take_file_locked(peer_link* l, const struct ticket* t, int read_only)
   return fd;
 }
 
+/* Asks the server of (pid, nonce) for a file ('F' with a token, 'P' with a
+ * slab's device and inode: message m) on a connection of its own, and
+ * receives its answer into *d. DLB_OK with d->fd a new descriptor (or -1
+ * for a description without a file); otherwise the status, with `text`
+ * saying why when the server no longer holds it or the connection broke
+ * (`what` names the file in that sentence). Waits for the answer: call it
+ * without the GIL. */
+static dlb_status ask_server(int32_t pid, uint64_t nonce, const unsigned char* m, dlb_share_descriptor* d,
+                             const char* what, char* text, size_t text_size) {
+  dlb_status s = DLB_OK;
+  const int c = link_connect(pid, nonce);
+  int broken = c < 0 || send(c, m, MESSAGE_SIZE, MSG_NOSIGNAL) != (ssize_t)MESSAGE_SIZE;
+  if (!broken) {
+    s = dlb_share_recv(c, d);
+    /* An empty message is the server's "not held"; the end of the stream
+     * looks the same to dlb_share_recv, and hangs up the socket. */
+    broken = s != DLB_OK || (d->fd < 0 && d->size == 0 && hung_up(c));
+  }
+  if (c >= 0) close(c);
+  if (broken && s != DLB_ERR_MALFORMED) { /* hung up or reset; a garbled answer keeps its status */
+    snprintf(text, text_size,
+             "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
+             "process of this user", (int)pid);
+    return DLB_ERR_DELETED;
+  }
+  if (s == DLB_OK && d->fd < 0 && d->size == 0) {
+    snprintf(text, text_size, "the tensor's sending process (pid %d) no longer holds %s", (int)pid, what);
+    return DLB_ERR_DELETED;
+  }
+  return s;
+}
+
 /* ------------------------------------------------------------------------ */
 /* fork()                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -614,27 +646,9 @@ PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t 
     /* Handed over by the server, on a connection of its own. */
     m[0] = 'F';
     dlb_share_descriptor d;
-    const int c = link_connect(t.pid, t.nonce);
-    int broken = c < 0 || send(c, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
-    if (!broken) {
-      s = dlb_share_recv(c, &d);
-      /* An empty message is the server's "not held"; the end of the stream
-       * looks the same to dlb_share_recv, and hangs up the socket. */
-      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(c));
-    }
-    if (c >= 0) close(c);
-    if (broken && s != DLB_ERR_MALFORMED) { /* hung up or reset; a garbled answer keeps its status */
-      s = DLB_ERR_DELETED;
-      snprintf(text, sizeof text,
-               "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
-               "process of this user", (int)t.pid);
-    } else if (s == DLB_OK && d.fd < 0 && d.size == 0) {
-      s = DLB_ERR_DELETED;
-      snprintf(text, sizeof text,
-               "the tensor's sending process (pid %d) no longer holds it: it was received already", (int)t.pid);
-    } else if (s == DLB_OK) {
+    s = ask_server(t.pid, t.nonce, m, &d, "it: it was received already", text, sizeof text);
+    if (s == DLB_OK)
       s = dlb_buffer_open_shared(d.fd, d.description, d.size, flags | (d.fd >= 0 ? DLB_SHARE_TAKE_FD : 0), &buffer);
-    }
   }
   Py_END_ALLOW_THREADS
   if (text[0] != 0) return dlbpy_raise_error(s, text);
@@ -758,24 +772,8 @@ PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssi
     memcpy(m + 1, &source.dev, 8);
     memcpy(m + 9, &source.ino, 8);
     dlb_share_descriptor d;
-    const int c = link_connect(source.pid, nonce);
-    int broken = c < 0 || send(c, m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m;
-    if (!broken) {
-      s = dlb_share_recv(c, &d);
-      broken = s != DLB_OK || (d.fd < 0 && d.size == 0 && hung_up(c));
-    }
-    if (c >= 0) close(c);
-    if (broken && s != DLB_ERR_MALFORMED) {
-      s = DLB_ERR_DELETED;
-      snprintf(text, sizeof text,
-               "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
-               "process of this user", (int)source.pid);
-    } else if (s == DLB_OK && d.fd < 0) {
-      s = DLB_ERR_DELETED;
-      snprintf(text, sizeof text, "the tensor's sending process (pid %d) no longer maps its slab", (int)source.pid);
-    } else if (s == DLB_OK) {
-      s = dlb_share_pool_open(&t, d.fd, flags | DLB_SHARE_TAKE_FD, &buffer);
-    }
+    s = ask_server(source.pid, nonce, m, &d, "its slab: it unmapped it", text, sizeof text);
+    if (s == DLB_OK) s = dlb_share_pool_open(&t, d.fd, flags | DLB_SHARE_TAKE_FD, &buffer); /* d.fd is its now */
   }
   Py_END_ALLOW_THREADS
   if (text[0] != 0) return dlbpy_raise_error(s, text);

@@ -478,6 +478,21 @@ TEST_F(Pool, BadTicketsAreRefusedAndTakeNoReference) {
     reseal_ticket(t);
   }
   refused(t, DLB_ERR_MALFORMED);
+  // The slot and the layout moved together to the next slot, both resealed:
+  // the token names the slot it was issued for, so the ticket is refused
+  // (it would adopt a reference on a slot it never held).
+  t = good;
+  {
+    const std::uint32_t other = id.slot == 63 ? id.slot - 1 : id.slot + 1;
+    const std::int64_t step = static_cast<std::int64_t>(other) - static_cast<std::int64_t>(id.slot);
+    unsigned char* desc = t.bytes + kTicketHeader;
+    const std::size_t dsize = t.size - kTicketHeader;
+    put_le(desc + kByteOffset, get_le(desc + kByteOffset, 8) + static_cast<std::uint64_t>(step * 4096), 8);
+    reseal(desc, dsize);
+    put_le(t.bytes + kTicketSlot, other, 4);
+    reseal_ticket(t);
+  }
+  refused(t, DLB_ERR_MALFORMED);
   // A token that is not the cell's: a ticket already opened.
   t = good;
   put_le(t.bytes + kTicketToken, get_le(t.bytes + kTicketToken, 8) ^ 0x100, 8);
