@@ -15,8 +15,11 @@ sharing.
   ``dlbridge.Tensor`` as its memory file, with every start method: the
   receiving process maps the same memory, and writes are seen both ways.
   The pickle holds a ticket for a file descriptor that this process keeps
-  (``_share_server.c``; docs/sharing.md says how it is handed over).
-  A tensor that is not in shared memory yet is copied once into it.
+  (``_share_server.c``; docs/sharing.md says how it is handed over), or,
+  for a tensor of the small-tensor pool (what :func:`share` makes of a
+  writable tensor of at most 64 KiB), the library's pool ticket: a
+  receiver that keeps the slot's slab mapped opens it without a system
+  call. A tensor that is not in shared memory yet is copied once into it.
   CUDA device memory of dlbridge's CUDA backend travels instead as its
   CUDA IPC handles (a description without a file): the receiver opens the
   same device memory, ordered after the producer's last write. It must be
