@@ -243,3 +243,105 @@ const char dlbpy_share_pool_trim_doc[] =
     "share_pool_trim() -> int\n--\n\n"
     "Unmaps the pool's slabs that this process holds nothing in (dlb_share_pool_trim);\n"
     "returns how many.";
+
+/* ---- plain pickling: a copy of the elements ---------------------------- */
+
+PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor) {
+  (void)module;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
+  if (buffer == NULL) return NULL;
+  dlb_buffer* host = NULL;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS /* a large or device tensor's copy may take a while */
+  s = dlb_buffer_to_host(buffer, &host);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  DLTensor t;
+  s = dlb_buffer_dltensor(host, &t);
+  if (s != DLB_OK) {
+    dlb_buffer_release(host);
+    return dlbpy_raise_status(s);
+  }
+  PyObject* data =
+      PyBytes_FromStringAndSize((const char*)t.data + t.byte_offset, (Py_ssize_t)dlb_buffer_nbytes(host));
+  PyObject* shape = data != NULL ? PyTuple_New(t.ndim) : NULL;
+  for (int32_t i = 0; shape != NULL && i < t.ndim; ++i) {
+    PyObject* extent = PyLong_FromLongLong((long long)t.shape[i]);
+    if (extent == NULL || PyTuple_SetItem(shape, i, extent) != 0) Py_CLEAR(shape);
+  }
+  const int read_only = (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  PyObject* result = NULL;
+  if (shape != NULL)
+    result = Py_BuildValue("(OO(iii)O)", data, shape, (int)t.dtype.code, (int)t.dtype.bits, (int)t.dtype.lanes,
+                           read_only ? Py_True : Py_False);
+  Py_XDECREF(data);
+  Py_XDECREF(shape);
+  dlb_buffer_release(host);
+  return result;
+}
+const char dlbpy_tensor_payload_doc[] =
+    "tensor_payload(tensor, /) -> (bytes, shape, (code, bits, lanes), read_only)\n--\n\n"
+    "The tensor's elements as compact row-major bytes (copied to the host with\n"
+    "dlb_buffer_to_host), with what tensor_from_payload needs to make a tensor of\n"
+    "them again: plain pickling's reduction.";
+
+static void release_inner(void* inner) { dlb_buffer_release((dlb_buffer*)inner); }
+
+PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "tensor_from_payload() takes data, shape, dtype and read_only");
+    return NULL;
+  }
+  char* data = NULL;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(args[0], &data, &size) != 0) return NULL;
+  if (!PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) || PyTuple_Size(args[2]) != 3) {
+    PyErr_SetString(PyExc_TypeError, "tensor_from_payload(): shape and dtype are tuples (dtype: code, bits, lanes)");
+    return NULL;
+  }
+  const Py_ssize_t ndim = PyTuple_Size(args[1]);
+  if (ndim > DLB_MAX_NDIM)
+    return dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, "tensor_from_payload: more dimensions than DLB_MAX_NDIM");
+  int64_t shape[DLB_MAX_NDIM];
+  for (Py_ssize_t i = 0; i < ndim; ++i) {
+    shape[i] = (int64_t)PyLong_AsLongLong(PyTuple_GetItem(args[1], i));
+    if (shape[i] == -1 && PyErr_Occurred()) return NULL;
+  }
+  long dt[3];
+  for (int i = 0; i < 3; ++i) {
+    dt[i] = PyLong_AsLong(PyTuple_GetItem(args[2], i));
+    if (dt[i] == -1 && PyErr_Occurred()) return NULL;
+    if (dt[i] < 0 || dt[i] > (i == 2 ? 65535 : 255))
+      return dlbpy_raise_error(DLB_ERR_UNSUPPORTED_DTYPE, "tensor_from_payload: a dtype field is out of range");
+  }
+  const int read_only = PyObject_IsTrue(args[3]);
+  if (read_only < 0) return NULL;
+  const DLDevice cpu = {kDLCPU, 0};
+  const DLDataType dtype = {(uint8_t)dt[0], (uint8_t)dt[1], (uint16_t)dt[2]};
+  dlb_buffer* buffer = NULL;
+  dlb_status s = dlb_buffer_alloc(cpu, dtype, (int32_t)ndim, shape, &buffer);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  if (dlb_buffer_nbytes(buffer) != (uint64_t)size) {
+    char text[160];
+    snprintf(text, sizeof text, "tensor_from_payload: %zd bytes, but the shape and dtype need %llu", size,
+             (unsigned long long)dlb_buffer_nbytes(buffer));
+    dlb_buffer_release(buffer);
+    return dlbpy_raise_error(DLB_ERR_MALFORMED, text);
+  }
+  DLTensor t;
+  s = dlb_buffer_dltensor(buffer, &t);
+  if (s == DLB_OK && size > 0) memcpy((char*)t.data + t.byte_offset, data, (size_t)size);
+  if (s == DLB_OK && read_only) { /* the same memory, read-only; the writable handle goes with it */
+    dlb_buffer* frozen = NULL;
+    s = dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY, release_inner, buffer, &frozen);
+    if (s == DLB_OK) buffer = frozen;
+  }
+  if (s != DLB_OK) {
+    dlb_buffer_release(buffer);
+    return dlbpy_raise_status(s);
+  }
+  return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);
+}
+const char dlbpy_tensor_from_payload_doc[] =
+    "tensor_from_payload(data, shape, dtype, read_only, /) -> Tensor\n--\n\n"
+    "A new host tensor holding a copy of tensor_payload()'s bytes.";

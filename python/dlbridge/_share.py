@@ -25,14 +25,16 @@ sharing.
   same device memory, ordered after the producer's last write. It must be
   another process (CUDA refuses a handle in the one that made it), and the
   producer keeps the tensor alive until the receiver has released it.
-  Plain :func:`pickle.dumps` still refuses a tensor: bytes may leave the
-  machine, a memory file cannot.
+* Plain :func:`pickle.dumps` (and :mod:`copy`) copies a tensor's elements
+  into the bytes, as for any array: bytes may leave the machine, a memory
+  file cannot. :func:`pickle.loads` gives a new host tensor with them.
 
 ``import dlbridge`` imports neither ctypes nor multiprocessing: the
 reducer is registered when ``multiprocessing.reduction`` is imported,
 before or after dlbridge.
 """
 
+import copyreg
 import os
 import sys
 from typing import Any, Optional, Sequence, Tuple
@@ -182,6 +184,14 @@ def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
             os.close(fd)
     return _rebuild, (dup, description, tensor.readonly)
 
+
+def _reduce_copy(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
+    # Plain pickling (and the copy module): the elements themselves, copied
+    # to the host. ForkingPickler's own reducer (_reduce) comes first there.
+    return _glue.tensor_from_payload, _glue.tensor_payload(tensor)
+
+
+copyreg.pickle(Tensor, _reduce_copy)
 
 _REDUCTION = "multiprocessing.reduction"
 

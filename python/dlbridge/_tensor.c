@@ -191,8 +191,9 @@ static PyObject* tensor_repr(PyObject* self) {
 static PyObject* tensor_reduce(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
-  /* A copy would share the handle and release it twice. */
-  PyErr_SetString(PyExc_TypeError, "dlbridge.Tensor cannot be pickled or copied; export it with DLPack");
+  /* Reached only without dlbridge._share's copyreg entry: a copy of this
+   * object would share the handle and release it twice. */
+  PyErr_SetString(PyExc_TypeError, "dlbridge.Tensor cannot be pickled or copied here; export it with DLPack");
   return NULL;
 }
 
@@ -338,7 +339,8 @@ static PyMethodDef tensor_methods[] = {
     {"delete", tensor_delete, METH_NOARGS,
      "delete()\n--\n\nDeletes (donates) the buffer: later exports raise BufferError."},
     {"__reduce__", tensor_reduce, METH_NOARGS,
-     "Refused: a tensor is a handle, shared through DLPack, not pickled or copied."},
+     "Refused here: pickle and copy use the reductions dlbridge registers (copyreg: a copy of\n"
+     "the elements; multiprocessing: the shared memory)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -139,8 +139,8 @@ def test_tensor_properties_repr_and_len():
     gone = dlbridge.empty((2,), "int8")
     gone.delete()  # metadata read at the delete: the properties keep working
     assert gone.shape == (2,)
-    with pytest.raises(TypeError, match="pickled"):
-        copy.copy(t)
+    c = copy.copy(t)  # a copy of the elements (copyreg: dlbridge._share._reduce_copy)
+    assert c.shape == t.shape and c.data_ptr != t.data_ptr
 
 
 def test_import_failures_raise_error_with_the_status():

@@ -291,15 +291,35 @@ def test_dtype_arguments():
     assert dlbridge.empty(3, "bool").dtype == "bool"
 
 
-def test_tensor_cannot_be_copied_or_pickled():
+def test_plain_pickling_and_copying_copy_the_elements():
     import copy
     import pickle
 
-    t = dlbridge.empty((2,), "int8")
-    with pytest.raises(TypeError):
-        copy.copy(t)
-    with pytest.raises(TypeError):
-        pickle.dumps(t)
+    if np is None:
+        pytest.skip("needs numpy")
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    t = dlbridge.from_dlpack(a.T)  # strided: the bytes are the compact copy's
+    for u in (pickle.loads(pickle.dumps(t)), copy.copy(t), copy.deepcopy(t)):
+        assert (u.shape, u.dtype, u.device) == ((4, 3), "int16", (1, 0))
+        assert u.data_ptr != t.data_ptr and u.strides == (3, 1) and not u.readonly
+        assert np.from_dlpack(u).tolist() == a.T.tolist()
+    ro = pickle.loads(pickle.dumps(dlbridge.from_dlpack(np.arange(3.0)[::-1])))
+    assert np.from_dlpack(ro).tolist() == [2.0, 1.0, 0.0]
+    gone = dlbridge.empty((2,), "int8")
+    gone.delete()
+    with pytest.raises(dlbridge.Error) as e:
+        pickle.dumps(gone)
+    assert e.value.status_name == "DLB_ERR_DELETED"
+    from dlbridge import _glue
+
+    with pytest.raises(dlbridge.Error) as e:  # bytes that do not fit the shape
+        _glue.tensor_from_payload(b"abc", (2,), (0, 16, 1), False)
+    assert e.value.status_name == "DLB_ERR_MALFORMED"
+    with pytest.raises(dlbridge.Error) as e:
+        _glue.tensor_from_payload(b"", (0,), (200, 8, 1), False)
+    assert e.value.status_name == "DLB_ERR_UNSUPPORTED_DTYPE"
+    frozen = _glue.tensor_from_payload(b"\x01\x02", (2,), (1, 8, 1), True)
+    assert frozen.readonly and pickle.loads(pickle.dumps(frozen)).readonly
 
 
 class NewStyleProducer:

@@ -175,11 +175,14 @@ def test_bad_descriptions_raise_precise_errors():
     del s, t
 
 
-def test_plain_pickle_still_refuses():
-    t = dlbridge.share(np.zeros(3, dtype=np.float32))
-    with pytest.raises(TypeError, match="pickled"):
-        pickle.dumps(t)
-    del t
+def test_plain_pickle_copies_the_elements():
+    t = dlbridge.share(np.arange(3, dtype=np.float32))
+    data = pickle.dumps(t)
+    assert len(data) > 12 and b"DLBP" not in data  # the bytes themselves, no ticket
+    u = pickle.loads(data)
+    assert u.data_ptr != t.data_ptr and np.from_dlpack(u).tolist() == [0.0, 1.0, 2.0]
+    assert not dlbridge._glue.is_shared(u)  # plain host memory: a copy
+    del t, u
 
 
 def test_socket_round_trip_in_one_process():
