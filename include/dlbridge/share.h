@@ -453,18 +453,21 @@ typedef struct dlb_share_pool_state {
 
 /**
  * The pool's state in this process, for leak checks.
+ * @param out on success receives the counts (plain values; nothing to
+ *        release); untouched on failure.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out). Thread-safe.
  */
 DLB_API dlb_status dlb_share_pool_stats(dlb_share_pool_state* out);
 
 /**
- * Unmaps (and closes) every slab in which this process holds no reference
+ * Unmaps (and closes the file of) every slab in which this process holds no reference
  * and of which it issued no ticket still to be opened (its receiver may
  * need this process's file descriptor). Other processes that hold slots of
  * such a slab keep their own mappings, so their memory stays valid; a slab
  * made here is not taken slots from again once unmapped. A process keeps
  * up to 8 slabs it holds nothing in without this call; it gives their
- * memory back at once.
+ * memory back at once. Buffers, tickets and other processes' mappings are
+ * not touched.
  * @return the number of slabs unmapped. Thread-safe.
  */
 DLB_API int64_t dlb_share_pool_trim(void);
