@@ -387,7 +387,7 @@ DLB_API dlb_status dlb_share_pool_issue(dlb_buffer* buffer, dlb_share_pool_ticke
 /**
  * Who issued a ticket and under which descriptor number the slab's file is
  * open there, for a receiver that must take the file
- * (pidfd_getfd(), /proc/<pid>/fd/<n>) before dlb_share_pool_open(). The
+ * (pidfd_getfd(), or /proc/PID/fd/N) before dlb_share_pool_open(). The
  * ticket is checked (magic, version, size, checksum) first.
  * @param ticket the ticket, read during the call.
  * @param pid receives the issuing process's pid (may be NULL).
