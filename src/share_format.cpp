@@ -211,6 +211,19 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   return DLB_OK;
 }
 
+DLTensor host_view(Description& d, void* base) noexcept {
+  DLTensor view;
+  std::memset(&view, 0, sizeof view);
+  view.data = base;
+  view.device = DLDevice{kDLCPU, 0};
+  view.dtype = d.dtype;
+  view.ndim = d.ndim;
+  view.shape = d.shape;
+  view.strides = d.strides;
+  view.byte_offset = d.byte_offset;
+  return view;
+}
+
 constexpr unsigned char kTicketMagic[4] = {'D', 'L', 'B', 'P'};
 
 std::size_t write_pool_ticket(const PoolTicket& t, const unsigned char* description, std::size_t dsize,

@@ -62,6 +62,10 @@ struct Description {
   std::uint64_t reach_end = 0;
 };
 
+// The host view a parsed host description lays over memory starting at
+// `base` (shape and strides point into `d`, which must outlive the view).
+DLTensor host_view(Description& d, void* base) noexcept;
+
 // Writes the description of host view `t` (byte_offset from the file's
 // start, strides never NULL for ndim > 0) over a file of `file_size` bytes
 // into `out` (DLB_SHARE_DESCRIPTION_MAX bytes); returns its size.

@@ -437,15 +437,7 @@ dlb_status open_impl(const dlb_share_pool_ticket* ticket, std::int32_t fd, std::
     return set_error(DLB_ERR_DELETED, "the pool ticket (pid %" PRId32 ", slot %" PRIu32
                      ") was opened already: a ticket opens once", pt.pid, pt.slot);
   }
-  DLTensor view;
-  std::memset(&view, 0, sizeof view);
-  view.data = s->m->base;
-  view.device = DLDevice{kDLCPU, 0};
-  view.dtype = d.dtype;
-  view.ndim = d.ndim;
-  view.shape = d.shape;
-  view.strides = d.strides;
-  view.byte_offset = d.byte_offset;
+  const DLTensor view = host_view(d, s->m->base);
   const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0;
   return wrap_slot_locked(s, pt.slot, view, read_only, out);  // adopts the ticket's reference
 }
