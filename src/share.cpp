@@ -454,7 +454,7 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   }
   Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes, true);
   if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
-  return wrap_mapping(m, host_view(d, nullptr), read_only, out);  // wrap_mapping sets the data
+  return wrap_mapping(m, view_of(d, nullptr), read_only, out);  // wrap_mapping sets the data
 }
 
 dlb_status kind_impl(const void* description, std::size_t size, std::uint32_t* kind) {

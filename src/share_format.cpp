@@ -165,14 +165,7 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
     d.shape[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * i, 8));
     d.strides[i] = static_cast<std::int64_t>(get(p + kDescHeader + 8 * (ndim + i), 8));
   }
-  DLTensor t;
-  std::memset(&t, 0, sizeof t);
-  t.device = d.device;
-  t.dtype = d.dtype;
-  t.ndim = d.ndim;
-  t.shape = d.shape;
-  t.strides = d.strides;
-  t.byte_offset = d.byte_offset;
+  DLTensor t = view_of(d, nullptr);
   LayoutInfo info;
   DLB_TRY(check_layout(&t, Origin::incoming, false, &info));
   if (!byte_addressable(d.dtype) && !info.contiguous && !info.empty)
@@ -211,11 +204,11 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   return DLB_OK;
 }
 
-DLTensor host_view(Description& d, void* base) noexcept {
+DLTensor view_of(Description& d, void* base) noexcept {
   DLTensor view;
   std::memset(&view, 0, sizeof view);
   view.data = base;
-  view.device = DLDevice{kDLCPU, 0};
+  view.device = d.device;
   view.dtype = d.dtype;
   view.ndim = d.ndim;
   view.shape = d.shape;

@@ -62,9 +62,9 @@ struct Description {
   std::uint64_t reach_end = 0;
 };
 
-// The host view a parsed host description lays over memory starting at
-// `base` (shape and strides point into `d`, which must outlive the view).
-DLTensor host_view(Description& d, void* base) noexcept;
+// The view a parsed description lays over memory starting at `base`, on
+// its device (shape and strides point into `d`, which must outlive it).
+DLTensor view_of(Description& d, void* base) noexcept;
 
 // Writes the description of host view `t` (byte_offset from the file's
 // start, strides never NULL for ndim > 0) over a file of `file_size` bytes

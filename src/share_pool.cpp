@@ -437,7 +437,7 @@ dlb_status open_impl(const dlb_share_pool_ticket* ticket, std::int32_t fd, std::
     return set_error(DLB_ERR_DELETED, "the pool ticket (pid %" PRId32 ", slot %" PRIu32
                      ") was opened already: a ticket opens once", pt.pid, pt.slot);
   }
-  const DLTensor view = host_view(d, s->m->base);
+  const DLTensor view = view_of(d, s->m->base);
   const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0;
   return wrap_slot_locked(s, pt.slot, view, read_only, out);  // adopts the ticket's reference
 }
