@@ -60,9 +60,9 @@
 #include <string>
 #include <vector>
 
-#include "alloc.hpp"
-#include "copy_engine.hpp"
-#include "copy_pool.hpp"
+#include "core/alloc.hpp"
+#include "copy/copy_engine.hpp"
+#include "copy/copy_pool.hpp"
 
 namespace {
 

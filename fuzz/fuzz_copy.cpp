@@ -8,7 +8,7 @@
 // written with streaming stores. Two more bits cap the kernels' instruction
 // set (scalar, SSE2, AVX2; clamped to what the CPU has), so that every
 // level's kernels meet the fuzzed views.
-#include "copy_engine.hpp"
+#include "copy/copy_engine.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,11 +9,11 @@
 #include <mutex>
 #include <new>
 
-#include "../backend.hpp"
-#include "../buffer.hpp"
-#include "../dtype.hpp"
-#include "../errors.hpp"
-#include "../layout.hpp"
+#include "core/backend.hpp"
+#include "core/buffer.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/layout.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_internal.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "../dtype.hpp"
+#include "core/dtype.hpp"
 
 namespace dlb {
 

@@ -2,7 +2,7 @@
 // (-Dcuda=disabled): each one refuses with DLB_ERR_UNSUPPORTED_DEVICE.
 #include <dlbridge/dlbridge.h>
 
-#include "../errors.hpp"
+#include "core/errors.hpp"
 #include "cuda_backend.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "../errors.hpp"
+#include "core/errors.hpp"
 #include "cuda_internal.hpp"
 
 namespace dlb {

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include "../buffer.hpp"
-#include "../layout.hpp"
+#include "core/buffer.hpp"
+#include "core/layout.hpp"
 #include "cuda_driver.hpp"
 
 namespace dlb {

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <new>
 
-#include "../buffer.hpp"
-#include "../errors.hpp"
-#include "../share_format.hpp"
+#include "core/buffer.hpp"
+#include "core/errors.hpp"
+#include "share/share_format.hpp"
 #include "cuda_backend.hpp"
 #include "cuda_internal.hpp"
 

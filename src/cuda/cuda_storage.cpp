@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../alloc.hpp"
-#include "../buffer.hpp"
-#include "../dtype.hpp"
-#include "../errors.hpp"
+#include "core/alloc.hpp"
+#include "core/buffer.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
 #include "cuda_internal.hpp"
 
 namespace dlb {

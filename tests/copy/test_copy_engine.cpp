@@ -12,7 +12,7 @@
 
 #include <dlbridge/dlbridge.h>
 
-#include "copy_engine.hpp"
+#include "copy/copy_engine.hpp"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "alloc.hpp"
-#include "copy_engine.hpp"
-#include "copy_pool.hpp"
+#include "core/alloc.hpp"
+#include "copy/copy_engine.hpp"
+#include "copy/copy_pool.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // table: fresh host tensors exported as dlbridge exports, and every bad
 // prototype refused through set_error exactly once, allocating nothing.
 // Linked with the library's objects to reach the allocation-failure
-// injector (src/alloc.hpp).
+// injector (src/core/alloc.hpp).
 #include <dlbridge/dlbridge.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "alloc.hpp"
+#include "core/alloc.hpp"
 
 namespace {
 

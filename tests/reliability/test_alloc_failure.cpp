@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "alloc.hpp"
+#include "core/alloc.hpp"
 
 namespace {
 

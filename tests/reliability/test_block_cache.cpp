@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "alloc.hpp"
+#include "core/alloc.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DLB_TEST_ASAN 1

@@ -32,7 +32,7 @@ namespace {
 
 // 4 KiB slots: a 4 KiB header and 64 slots.
 constexpr std::uintptr_t kSlab4k = 4096 + 64 * 4096;
-// Ticket field offsets (src/share_format.hpp).
+// Ticket field offsets (src/share/share_format.hpp).
 constexpr int kTicketVersion = 4;
 constexpr int kTicketDev = 24;
 constexpr int kTicketIno = 32;

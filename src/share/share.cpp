@@ -23,11 +23,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buffer.hpp"
+#include "core/buffer.hpp"
 #include "cuda/cuda_backend.hpp"
-#include "dtype.hpp"
-#include "errors.hpp"
-#include "layout.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/layout.hpp"
 #include "share_format.hpp"
 #include "share_mapping.hpp"
 

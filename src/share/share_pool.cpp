@@ -36,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buffer.hpp"
-#include "errors.hpp"
+#include "core/buffer.hpp"
+#include "core/errors.hpp"
 #include "share_format.hpp"
 #include "share_mapping.hpp"
 

@@ -7,9 +7,9 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "dtype.hpp"
-#include "errors.hpp"
-#include "layout.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/layout.hpp"
 
 namespace dlb::share {
 namespace {

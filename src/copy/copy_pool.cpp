@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace dlb {
 namespace {

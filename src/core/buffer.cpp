@@ -6,7 +6,7 @@
 #include <new>
 
 #include "alloc.hpp"
-#include "copy_engine.hpp"
+#include "copy/copy_engine.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "export.hpp"

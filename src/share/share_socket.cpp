@@ -15,7 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "share_format.hpp"
 
 using dlb::set_error;

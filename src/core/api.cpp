@@ -5,7 +5,7 @@
 // the checks and the work live there. The other entry points sit beside
 // what they expose: the CUDA ones in cuda/cuda_backend.cpp (cuda/
 // cuda_disabled.cpp in builds without CUDA), the exchange allocator in
-// exchange.cpp, the copy-thread settings in copy_pool.cpp; they use the
+// exchange_alloc.cpp, the copy-thread settings in copy_pool.cpp; they use the
 // same firewall (errors.hpp: firewall, firewall_void, firewall_value). Also here: the static checks of the DLPack layouts the
 // library relies on.
 #include <dlbridge/dlbridge.h>
