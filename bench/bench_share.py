@@ -188,7 +188,7 @@ class Makers:
         if kind in ("dlbridge-queue", "dlbridge-socket"):
             return dlbridge.share(a)
         if kind == "dlbridge-file":
-            return dlbridge._share._share(a, pooled=False)
+            return dlbridge.share(a)
         if kind == "pickle-copy":
             return a
         if kind == "shm-numpy":
@@ -393,7 +393,7 @@ def steps(rounds):
                 if k == "dlbridge-queue":
                     payload = dlbridge.share(a)
                 elif k == "dlbridge-file":
-                    payload = dlbridge._share._share(a, pooled=False)
+                    payload = dlbridge.share(a)
                 else:
                     payload = a
                 t0 = time.perf_counter()

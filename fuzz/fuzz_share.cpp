@@ -1,9 +1,12 @@
-// libFuzzer target: dlb_buffer_open_shared on arbitrary descriptions over
-// real memory files. The first byte picks the file (sealed, 8 KiB; sealed,
-// one page; unsealed) and whether the harness rewrites the checksum so that
-// the input reaches the checks behind it; the rest is the description (or,
-// with bit 0x40, edits applied to a valid description of a random layout,
-// of the CUDA IPC kind with bit 0x08: its two handles come from the input).
+// libFuzzer target: the sharing wire format. dlb_buffer_open_shared on
+// arbitrary descriptions over real memory files, or with bit 0x04 of the
+// first byte dlb_share_ticket_open on a ticket (of this process, naming
+// the file) around them. The first byte picks the file (sealed, 8 KiB;
+// sealed, one page; unsealed) and whether the harness rewrites the
+// checksums so that the input reaches the checks behind them; the rest is
+// the description or ticket (or, with bit 0x40, edits applied to a valid
+// one of a random layout, a description of the CUDA IPC kind with bit 0x08:
+// its two handles come from the input).
 // Bit 0x10 passes fd -1, as a CUDA IPC description wants; there is no CUDA
 // driver here, so such a description that passes every check is refused
 // with DLB_ERR_UNSUPPORTED_DEVICE when the driver is asked for.
@@ -17,6 +20,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz_common.hpp"
@@ -118,39 +122,70 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Reader r(data, size);
   const uint8_t ctl = r.u8();
   const int fd = (ctl & 0x10) != 0 ? -1 : (ctl & 3) == 0 ? files.page : (ctl & 3) == 3 ? files.unsealed : files.big;
-  unsigned char desc[DLB_SHARE_DESCRIPTION_MAX + 64];
+  const bool ticket = (ctl & 0x04) != 0;
+  unsigned char record[DLB_SHARE_TICKET_MAX + 64];
+  unsigned char* desc = ticket ? record + 64 : record;  // a ticket's description follows its 64 bytes
+  const std::size_t room = ticket ? sizeof record - 64 : sizeof record;
   std::size_t n = 0;
   if ((ctl & 0x40) != 0) {
     n = valid_description(r, desc, (ctl & 0x08) != 0);
+    if ((ctl & 0x80) != 0) reseal(desc, n);
+    if (ticket) {  // this process, the chosen file, a nonce and token from the input
+      struct stat st;
+      FUZZ_CHECK(fd < 0 || fstat(fd, &st) == 0, "fstat failed");
+      std::memset(record, 0, 64);
+      std::memcpy(record, "DLBS", 4);
+      put(record + 4, 1, 2);
+      put(record + 6, 1, 2);
+      put(record + 16, fd < 0 ? 0 : static_cast<std::uint64_t>(getpid()), 4);
+      put(record + 20, static_cast<std::uint32_t>(fd), 4);
+      put(record + 24, fd < 0 ? 0 : static_cast<std::uint64_t>(st.st_dev), 8);
+      put(record + 32, fd < 0 ? 0 : static_cast<std::uint64_t>(st.st_ino), 8);
+      for (int i = 40; i < 64; ++i) record[i] = r.u8();
+      n += 64;
+      put(record + 8, n, 4);
+      desc = record;
+    }
     // Edits: (position, value) pairs, then maybe a new length.
     const int edits = r.u8() % 8;
     for (int i = 0; i < edits; ++i) {
       const std::size_t at = r.u8() % (n + 8);
       const uint8_t v = r.u8();
-      if (at < sizeof desc) desc[at] = v;
+      if (at < room) desc[at] = v;
       if (at >= n) n = at + 1;
     }
   } else {
-    n = size <= 1 ? 0 : size - 1 < sizeof desc ? size - 1 : sizeof desc;  // the input after its first byte
+    desc = record;
+    n = size <= 1 ? 0 : size - 1 < room ? size - 1 : room;  // the input after its first byte
     if (n > 0) std::memcpy(desc, data + 1, n);
   }
   if ((ctl & 0x80) != 0) reseal(desc, n);
 
   dlb_buffer* b = nullptr;
   const std::uint64_t flags = (ctl & 0x20) != 0 ? DLB_SHARE_READ_ONLY : 0;
-  const dlb_status s = dlb_buffer_open_shared(fd, desc, n, flags, &b);
+  const dlb_status s =
+      ticket ? dlb_share_ticket_open(desc, n, flags, &b) : dlb_buffer_open_shared(fd, desc, n, flags, &b);
   if (s != DLB_OK) {
-    fuzz::check_failure(s, "dlb_buffer_open_shared");
+    fuzz::check_failure(s, ticket ? "dlb_share_ticket_open" : "dlb_buffer_open_shared");
     FUZZ_CHECK(b == nullptr, "out written on failure");
     FUZZ_CHECK(dlb_shared_mappings() == mappings_at_start, "a failed open left a mapping");
     return 0;
   }
-  FUZZ_CHECK(fd != files.unsealed, "an unsealed file was mapped");
-  FUZZ_CHECK(fd != -1, "a description without a file was opened (there is no CUDA driver here)");
+  if (!ticket) {  // a ticket's file is the one it names, which the input may choose
+    FUZZ_CHECK(fd != files.unsealed, "an unsealed file was mapped");
+    FUZZ_CHECK(fd != -1, "a description without a file was opened (there is no CUDA driver here)");
+  }
   FUZZ_CHECK(dlb_shared_mappings() == mappings_at_start + 1, "no mapping counted");
   DLTensor t;
   FUZZ_CHECK(dlb_buffer_dltensor(b, &t) == DLB_OK, "dltensor of an opened buffer failed");
-  const std::int64_t file_size = fd == files.page ? 4096 : 8192;
+  std::int64_t file_size = fd == files.page ? 4096 : 8192;
+  if (ticket) {  // the size of the file the ticket named, asked of the buffer's own
+    dlb_share_descriptor own;
+    struct stat st;
+    FUZZ_CHECK(dlb_buffer_share(b, 0, &own) == DLB_OK && fstat(own.fd, &st) == 0, "an opened ticket has no file");
+    file_size = st.st_size;
+    dlb_share_descriptor_close(&own);
+  }
   std::int64_t lo = 0, hi = 0;
   if (reach(t, &lo, &hi)) {
     const std::int64_t first = static_cast<std::int64_t>(t.byte_offset) + lo;

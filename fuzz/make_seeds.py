@@ -193,24 +193,6 @@ def copy_seeds():
     }
 
 
-def share_pool_seeds():
-    """fuzz_share_pool: the first byte picks the mode (see the target); in the
-    edit modes (0x40) the rest is [header edits (foreign slab, 0x10)],
-    ticket edits (a count, then u16 position and value each), a resize byte."""
-    def edits(*pairs):
-        return bytes([len(pairs)]) + b"".join(struct.pack("<HB", at, v) for at, v in pairs)
-    return {
-        "edit-none": bytes([0x40]) + edits() + b"\x00",
-        "edit-read-only": bytes([0x44]) + edits() + b"\x00",
-        "edit-slot-resealed": bytes([0xE0]) + edits((48, 1), (64 + 32, 0x10)) + b"\x00",
-        "edit-cut-short": bytes([0xC0]) + edits() + b"\xe0" + struct.pack("<H", 40),
-        "foreign-valid": bytes([0x50]) + edits() + edits() + b"\x00",
-        "foreign-take-fd": bytes([0x5C]) + edits() + edits() + b"\x00",
-        "foreign-bad-header": bytes([0x50]) + edits((8, 0x20)) + edits() + b"\x00",
-        "raw-magic": bytes([0x80]) + b"DLBP" + struct.pack("<HHI", 1, 0, 64) + bytes(56),
-    }
-
-
 def regressions():
     """Minimal inputs of bugs the targets found (tests/reliability/test_fuzz_regressions.cpp)."""
     dev17 = bytes([0xF0]) + struct.pack("<Ii", 17, 0)
@@ -234,7 +216,6 @@ def main():
         "validate": validate_seeds(),
         "export": export_seeds(),
         "copy": copy_seeds(),
-        "share_pool": share_pool_seeds(),
     }
     for target, seeds in sets.items():
         d = os.path.join(ROOT, target)

@@ -175,9 +175,9 @@ DLB_API dlb_status dlb_buffer_share(dlb_buffer* buffer, uint64_t flags, dlb_shar
 
 /**
  * Whether dlb_buffer_share() would share the buffer without a copy: its
- * elements lie in shared memory this library mapped (a file of its own or
- * a pool slot), or it is CUDA device memory of the built-in backend.
- * Unlike dlb_buffer_share() it makes no descriptor and marks no pool slot.
+ * elements lie in shared memory this library mapped, or it is CUDA device
+ * memory of the built-in backend. Unlike dlb_buffer_share() it makes no
+ * descriptor.
  * @param buffer the buffer; not consumed.
  * @param out on success receives 1 or 0; untouched on failure.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer or out);
@@ -314,163 +314,94 @@ DLB_API dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);
 DLB_API int64_t dlb_shared_mappings(void);
 
 /*
- * The small-tensor pool.
+ * Tickets: handing a buffer to a process of this machine through any
+ * channel that carries bytes (a multiprocessing queue, a pipe, a file).
  *
- * Small tensors handed to another process one by one (a data loader's
- * batches, a queue of requests) cost a memory file each: the receiver takes
- * the file, maps it, faults its page in, then unmaps and closes it, which
- * costs more than copying a few KiB. The pool puts small writable tensors
- * into slots of shared "slabs" (one memory file of 64 equal slots) instead.
- * A process that receives a tensor of a slab for the first time maps the
- * whole slab once and keeps it; every later tensor of that slab is opened
- * from the kept mapping without a system call.
- *
- * Each slot has a reference count in the slab's header (in the shared
- * memory itself, changed atomically by every process that holds the slot);
- * the process that made the slab reuses a slot only when its count is 0.
- * A ticket (dlb_share_pool_issue()) holds one reference until a process
- * opens it (dlb_share_pool_open()), which adopts that reference and drops
- * it when its buffer is released; a ticket opens once (a cell in the
- * header holds its random token, taken atomically). A ticket never opened,
- * and a reference held by a process that died, keep their slot from reuse
- * until the slab's owner exits (the memory stays valid: nothing is ever
- * reused under a holder). After fork() neither process reuses a slot of a
- * slab that existed before it: the child may hold the same slots through
- * the buffers it inherited.
- *
- * A pooled buffer shared with dlb_buffer_share() gives the whole slab's
- * file (its description's byte offset is the slot's); that slot is then
- * never reused, since the descriptor's receiver holds no reference. Any
- * process that maps a slab can read and write all of its slots: pool only
- * tensors that processes of the same user may see.
+ * dlb_share_ticket_issue() shares the buffer as dlb_buffer_share() does and
+ * keeps the descriptor's file in this process, with a library thread (the
+ * ticket server) that holds it until the ticket is opened; the ticket
+ * names this process, the file descriptor's number, the file's device and
+ * inode, a random token, and holds the description. dlb_share_ticket_open()
+ * in the receiver takes the file with pidfd_getfd() (allowed to a process
+ * of the same user that may trace the sender), else opens
+ * /proc/PID/fd/N (allowed to one that may inspect it), checks that it is
+ * the file the ticket names, and tells the sender's server, without
+ * waiting, that the file was taken; where neither is allowed it asks the
+ * server, which sends the file over a Unix socket to processes of its own
+ * user (or root). A CUDA IPC ticket holds its description only (no file).
+ * The server is started by the first ticket, takes no signal, listens in
+ * the abstract Unix socket namespace (nothing on disk), and closes a file
+ * up to 5 ms after its receiver took it. After fork() the child has no
+ * server: its copies of the server's descriptors are closed, and it starts
+ * its own with its first ticket. A ticket that is never opened keeps its
+ * file open in the issuing process until that process exits.
  */
 
-/** dlb_buffer_copy_shared() flag: a writable copy of at most
- *  DLB_SHARE_POOL_MAX_BYTES bytes goes into a slot of this process's
- *  pool; a larger or read-only one gets a file of its own as without it. */
-#define DLB_SHARE_POOLED (UINT64_C(1) << 3)
-/** Largest tensor the pool takes (bytes). */
-#define DLB_SHARE_POOL_MAX_BYTES (64 * 1024)
-/** Largest ticket in bytes (its fixed part and a description). */
-#define DLB_SHARE_POOL_TICKET_MAX (64 + DLB_SHARE_DESCRIPTION_MAX)
+/** Largest ticket in bytes: 64 bytes of source and a description. */
+#define DLB_SHARE_TICKET_MAX (64 + DLB_SHARE_DESCRIPTION_MAX)
+/** dlb_share_ticket_open() flag: ask the sender's server for the file
+ *  without trying pidfd_getfd() or /proc first. */
+#define DLB_SHARE_VIA_SERVER (UINT64_C(1) << 3)
+
+/** A ticket: plain bytes that may be copied and sent as they are (no
+ *  pointer, no file descriptor), valid on this machine only. */
+typedef struct dlb_share_ticket {
+  uint32_t size;                                /**< bytes used in `bytes` */
+  unsigned char bytes[DLB_SHARE_TICKET_MAX];    /**< the ticket */
+} dlb_share_ticket;
 
 /**
- * A ticket for one pooled tensor: plain bytes that may be copied and sent
- * as they are (they hold no pointer and no file descriptor), versioned,
- * checksummed, valid on this machine only: the issuing process's pid and
- * the number of the slab's file descriptor there, the slab file's device
- * and inode, the slot, the ticket's cell and token, and the tensor's
- * description (DLB_SHARE_DESCRIPTION_VERSION) over the slab's file.
- */
-typedef struct dlb_share_pool_ticket {
-  uint32_t size;                                    /**< bytes used in `bytes` */
-  unsigned char bytes[DLB_SHARE_POOL_TICKET_MAX];   /**< the ticket */
-} dlb_share_pool_ticket;
-
-/**
- * A ticket for a pooled buffer (one made with DLB_SHARE_POOLED, or opened
- * from a ticket): one more reference to its slot, held by the ticket until
- * it is opened.
+ * A ticket for a buffer, for one process that opens it once.
  * @param buffer the buffer; not consumed (its reference stays the caller's).
- * @param out on success receives the ticket (owns nothing; a ticket that
- *        is never opened keeps its slot from reuse until the slab's owner
- *        exits). Untouched on failure, when no reference was taken.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer or out);
- *         DLB_ERR_DELETED; DLB_ERR_NOT_ZERO_COPY (the buffer's elements do
- *         not lie in one slot of a slab this process maps: share it with
- *         dlb_buffer_share()); DLB_ERR_OUT_OF_MEMORY (every ticket cell of
- *         its slab is held by a ticket not yet opened).
+ * @param flags 0, DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY, as for
+ *        dlb_buffer_share().
+ * @param out on success receives the ticket (owns nothing: the file it
+ *        names is kept by this process's ticket server until the ticket is
+ *        opened or this process exits). Untouched on failure, when no
+ *        file descriptor is left open.
+ * @return DLB_OK; the statuses of dlb_buffer_share(); DLB_ERR_OUT_OF_MEMORY
+ *         (the ticket server could not start or record the file: the
+ *         message says why).
  * Thread-safe.
  */
-DLB_API dlb_status dlb_share_pool_issue(dlb_buffer* buffer, dlb_share_pool_ticket* out);
+DLB_API dlb_status dlb_share_ticket_issue(dlb_buffer* buffer, uint64_t flags, dlb_share_ticket* out);
 
 /**
- * Who issued a ticket and under which descriptor number the slab's file is
- * open there, for a receiver that must take the file
- * (pidfd_getfd(), or /proc/PID/fd/N) before dlb_share_pool_open(). The
- * ticket is checked (magic, version, size, checksum) first.
- * @param ticket the ticket, read during the call.
- * @param pid receives the issuing process's pid (may be NULL).
- * @param fd receives the slab's file descriptor number in it (may be NULL).
- * @param dev receives the slab file's device (may be NULL).
- * @param ino receives the slab file's inode (may be NULL).
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL ticket); DLB_ERR_MALFORMED
- *         (not a ticket, cut short, checksum mismatch); DLB_ERR_VERSION.
- *         Outputs untouched on failure. Thread-safe.
- */
-DLB_API dlb_status dlb_share_pool_ticket_source(const dlb_share_pool_ticket* ticket, int32_t* pid, int32_t* fd,
-                                                uint64_t* dev, uint64_t* ino);
-
-/**
- * Opens a ticket: a buffer over its slot, which adopts the ticket's
- * reference. When this process maps the ticket's slab already (it made it,
- * or opened a ticket of it before and kept it), nothing else is needed and
- * no system call is made. Otherwise the slab's file is needed: with `fd`
- * -1 the call returns DLB_OK with `*out` NULL (take the file, then call
- * again with it); with a file descriptor it checks that it is the slab the
- * ticket names (device and inode), a sealed memory file of a slab's size
- * whose header is a slab's, maps the whole slab and keeps it.
- * @param ticket the ticket, read during the call.
- * @param fd -1, or the slab's file. With DLB_SHARE_TAKE_FD the call takes
- *        it, on success (kept with the slab's mapping, or closed when the
- *        slab was mapped meanwhile) and on failure (closed); without it, it
- *        stays the caller's.
- * @param flags 0, DLB_SHARE_READ_ONLY (the buffer is DLB_BUFFER_READ_ONLY;
- *        the slab stays mapped writable), DLB_SHARE_TAKE_FD.
- * @param out on success receives a new buffer with one reference, owned by
- *        the caller, or NULL when the slab's file is needed (fd -1 only);
- *        the slot's reference goes when its last reference and last export
- *        are gone. Untouched on failure, when the ticket's reference was
- *        not taken.
+ * Opens a ticket: takes the file it names from its issuer (pidfd_getfd(),
+ * /proc, or the issuer's server, see above) and maps it as
+ * dlb_buffer_open_shared() does; a CUDA IPC ticket opens its description.
+ * @param ticket `size` bytes of ticket (a dlb_share_ticket's `bytes`),
+ *        read during the call. Opens once: a second open of the same
+ *        ticket fails, unless it comes before the issuer has read the first
+ *        one's release.
+ * @param flags 0, DLB_SHARE_READ_ONLY, DLB_SHARE_VIA_SERVER.
+ * @param out on success receives a new buffer with one reference, owned
+ *        by the caller. Untouched on failure, when nothing is mapped or
+ *        left open.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL ticket or out, unknown
- *         flags, a file that is not the ticket's slab or not a sealed
- *         memory file); DLB_ERR_MALFORMED (not a ticket, cut short,
- *         checksum mismatch, a layout outside its slot, a slab header or
- *         size that is not a slab's); DLB_ERR_VERSION; DLB_ERR_DELETED (the
- *         ticket was opened already); DLB_ERR_OUT_OF_MEMORY; and the
- *         statuses of dlb_buffer_open_shared() for its description.
+ *         flag bits); DLB_ERR_MALFORMED, DLB_ERR_VERSION (not a ticket,
+ *         cut short, checksum mismatch, and what dlb_buffer_open_shared()
+ *         refuses in its description); DLB_ERR_DELETED (the issuer has
+ *         exited, no longer holds the file, or serves no process of this
+ *         user: the message names its pid); and the statuses of
+ *         dlb_buffer_open_shared().
+ * Thread-safe; waits for the issuer's server only when it asks it.
+ */
+DLB_API dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64_t flags, dlb_buffer** out);
+
+/**
+ * This process's ticket server, for leak checks and tests.
+ * @param held receives the files it keeps for tickets not yet opened
+ *        (may be NULL).
+ * @param connections receives the connections of receivers it serves
+ *        (may be NULL).
+ * @param links receives the connections this process keeps to the servers
+ *        of the issuers whose tickets it opened (may be NULL).
+ * @return 1 when the server runs, 0 when it does not (yet).
  * Thread-safe.
  */
-DLB_API dlb_status dlb_share_pool_open(const dlb_share_pool_ticket* ticket, int32_t fd, uint64_t flags,
-                                       dlb_buffer** out);
+DLB_API int32_t dlb_share_ticket_server(int64_t* held, int64_t* connections, int64_t* links);
 
-/**
- * The slab file with device `dev` and inode `ino`, if this process maps
- * it: a descriptor with a new file descriptor (close-on-exec) owned by the
- * caller and a description of the whole slab as bytes, for handing the
- * file to a process that cannot take it itself (dlb_share_send()).
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out); DLB_ERR_DELETED (no
- *         such slab is mapped here). `out` untouched on failure.
- * Thread-safe.
- */
-DLB_API dlb_status dlb_share_pool_file(uint64_t dev, uint64_t ino, dlb_share_descriptor* out);
-
-/** What the pool holds in this process (dlb_share_pool_stats()). */
-typedef struct dlb_share_pool_state {
-  int64_t slabs;        /**< slabs mapped: made here, or kept after opening a ticket */
-  int64_t references;   /**< slot references held by this process's buffers */
-} dlb_share_pool_state;
-
-/**
- * The pool's state in this process, for leak checks.
- * @param out on success receives the counts (plain values; nothing to
- *        release); untouched on failure.
- * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out). Thread-safe.
- */
-DLB_API dlb_status dlb_share_pool_stats(dlb_share_pool_state* out);
-
-/**
- * Unmaps (and closes the file of) every slab in which this process holds no reference
- * and of which it issued no ticket still to be opened (its receiver may
- * need this process's file descriptor). Other processes that hold slots of
- * such a slab keep their own mappings, so their memory stays valid; a slab
- * made here is not taken slots from again once unmapped. A process keeps
- * up to 8 slabs it holds nothing in without this call; it gives their
- * memory back at once. Buffers, tickets and other processes' mappings are
- * not touched.
- * @return the number of slabs unmapped. Thread-safe.
- */
-DLB_API int64_t dlb_share_pool_trim(void);
 /** @} */
 
 #ifdef __cplusplus

@@ -131,4 +131,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-from ._share import share, share_pool_state, share_pool_trim, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes
+from ._share import share, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes

@@ -299,26 +299,15 @@ void dlb_share_descriptor_close(dlb_share_descriptor* descriptor);
 dlb_status dlb_share_send(int32_t socket_fd, const dlb_share_descriptor* descriptor);
 dlb_status dlb_share_recv(int32_t socket_fd, dlb_share_descriptor* out);
 int64_t dlb_shared_mappings(void);
-
-#define DLB_SHARE_POOLED 8
-#define DLB_SHARE_POOL_MAX_BYTES 65536
-#define DLB_SHARE_POOL_TICKET_MAX 1272
-typedef struct dlb_share_pool_ticket {
+#define DLB_SHARE_TICKET_MAX 1272
+#define DLB_SHARE_VIA_SERVER 8
+typedef struct dlb_share_ticket {
   uint32_t size;
   unsigned char bytes[1272];
-} dlb_share_pool_ticket;
-dlb_status dlb_share_pool_issue(dlb_buffer* buffer, dlb_share_pool_ticket* out);
-dlb_status dlb_share_pool_ticket_source(const dlb_share_pool_ticket* ticket, int32_t* pid, int32_t* fd,
-                                        uint64_t* dev, uint64_t* ino);
-dlb_status dlb_share_pool_open(const dlb_share_pool_ticket* ticket, int32_t fd, uint64_t flags,
-                               dlb_buffer** out);
-dlb_status dlb_share_pool_file(uint64_t dev, uint64_t ino, dlb_share_descriptor* out);
-typedef struct dlb_share_pool_state {
-  int64_t slabs;
-  int64_t references;
-} dlb_share_pool_state;
-dlb_status dlb_share_pool_stats(dlb_share_pool_state* out);
-int64_t dlb_share_pool_trim(void);
+} dlb_share_ticket;
+dlb_status dlb_share_ticket_issue(dlb_buffer* buffer, uint64_t flags, dlb_share_ticket* out);
+dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64_t flags, dlb_buffer** out);
+int32_t dlb_share_ticket_server(int64_t* held, int64_t* connections, int64_t* links);
 """
 
 # The struct types a binding allocates or reads, for layout checks.
@@ -334,8 +323,7 @@ STRUCTS = (
     "dlb_backend_vtable",
     "dlb_device_info",
     "dlb_share_descriptor",
-    "dlb_share_pool_ticket",
-    "dlb_share_pool_state",
+    "dlb_share_ticket",
 )
 
 

@@ -10,8 +10,6 @@
  *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
  *   _exchange.c the DLPack 1.3 C exchange table, both directions
  *   _share.c    sharing with other processes (dlbridge._share)
- *   _share_server.c  the memory files of pickled tensors, served to the
- *               processes that unpickle them (a thread of its own, no GIL)
  *
  * Every function here needs the GIL. Built against the CPython 3.10 limited
  * API (_buffer.c: 3.11, see there). */
@@ -187,21 +185,11 @@ PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor);
 extern const char dlbpy_tensor_payload_doc[];
 PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
 extern const char dlbpy_tensor_from_payload_doc[];
-PyObject* dlbpy_share_pool_state(PyObject* module, PyObject* unused);
-extern const char dlbpy_share_pool_state_doc[];
-PyObject* dlbpy_share_pool_trim(PyObject* module, PyObject* unused);
-extern const char dlbpy_share_pool_trim_doc[];
-PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor);
-extern const char dlbpy_share_pool_ticket_doc[];
-PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-extern const char dlbpy_share_pool_fetch_doc[];
 
-/* ---- pickled tensors' memory files (_share_server.c) ------------------ */
-
-PyObject* dlbpy_share_serve(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
-extern const char dlbpy_share_serve_doc[];
-PyObject* dlbpy_share_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
-extern const char dlbpy_share_fetch_doc[];
+PyObject* dlbpy_share_ticket(PyObject* module, PyObject* tensor);
+extern const char dlbpy_share_ticket_doc[];
+PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
+extern const char dlbpy_share_ticket_open_doc[];
 PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused);
 extern const char dlbpy_share_server_state_doc[];
 

@@ -75,17 +75,17 @@ const char dlbpy_share_descriptor_doc[] =
     "copied once into new shared memory).";
 
 PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  static const char* const names[] = {"read_only", "pooled"};
-  PyObject* values[2];
+  static const char* const names[] = {"read_only"};
+  PyObject* values[1];
   if (nargs != 1) {
     PyErr_SetString(PyExc_TypeError, "share_copy() takes one tensor");
     return NULL;
   }
-  if (dlbpy_keyword_only("share_copy", args + 1, 0, kwnames, names, 2, values) != 0) return NULL;
+  if (dlbpy_keyword_only("share_copy", args + 1, 0, kwnames, names, 1, values) != 0) return NULL;
   dlb_buffer* buffer = dlbpy_tensor_buffer(args[0]);
   if (buffer == NULL) return NULL;
   uint64_t flags = 0;
-  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0 || share_flag(values[1], DLB_SHARE_POOLED, &flags) != 0)
+  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0)
     return NULL;
   dlb_buffer* copy = NULL;
   dlb_status s;
@@ -97,12 +97,10 @@ PyObject* dlbpy_share_copy(PyObject* module, PyObject* const* args, Py_ssize_t n
   return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), copy);
 }
 const char dlbpy_share_copy_doc[] =
-    "share_copy(tensor, /, *, read_only=False, pooled=False) -> Tensor\n"
+    "share_copy(tensor, /, *, read_only=False) -> Tensor\n"
     "--\n\n"
     "A new tensor in shared memory with the tensor's elements (compact), copied\n"
-    "once (dlb_buffer_copy_shared); read-only when asked for or when the tensor is.\n"
-    "pooled: a small writable copy goes into a slot of the small-tensor pool\n"
-    "(DLB_SHARE_POOLED).";
+    "once (dlb_buffer_copy_shared); read-only when asked for or when the tensor is.";
 
 PyObject* dlbpy_is_shared(PyObject* module, PyObject* tensor) {
   (void)module;
@@ -221,28 +219,62 @@ const char dlbpy_shared_mappings_doc[] =
     "shared_mappings() -> int\n--\n\n"
     "Shared-memory mappings the library holds in this process (for leak checks).";
 
-PyObject* dlbpy_share_pool_state(PyObject* module, PyObject* unused) {
-  (void)module;
-  (void)unused;
-  dlb_share_pool_state st;
-  const dlb_status s = dlb_share_pool_stats(&st);
-  if (s != DLB_OK) return dlbpy_raise_status(s);
-  return Py_BuildValue("(LL)", (long long)st.slabs, (long long)st.references);
-}
-const char dlbpy_share_pool_state_doc[] =
-    "share_pool_state() -> (slabs, references)\n--\n\n"
-    "The small-tensor pool in this process (dlb_share_pool_stats): slabs mapped,\n"
-    "slot references held by this process's tensors.";
+/* ---- tickets (multiprocessing): the library's hand-over ------------------ */
 
-PyObject* dlbpy_share_pool_trim(PyObject* module, PyObject* unused) {
+PyObject* dlbpy_share_ticket(PyObject* module, PyObject* tensor) {
+  (void)module;
+  dlb_buffer* buffer = dlbpy_tensor_buffer(tensor);
+  if (buffer == NULL) return NULL;
+  dlb_share_ticket t;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS /* a copy into shared memory may take a while */
+  s = dlb_share_ticket_issue(buffer, DLB_SHARE_COPY_IF_NEEDED, &t);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return PyBytes_FromStringAndSize((const char*)t.bytes, (Py_ssize_t)t.size);
+}
+const char dlbpy_share_ticket_doc[] =
+    "share_ticket(tensor, /) -> bytes\n--\n\n"
+    "A ticket for the tensor (dlb_share_ticket_issue; memory not shared yet is\n"
+    "copied once): this process keeps its file until one process opens it.";
+
+PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"read_only", "via_server"};
+  PyObject* values[2];
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "share_ticket_open() takes a ticket");
+    return NULL;
+  }
+  if (dlbpy_keyword_only("share_ticket_open", args + 1, 0, kwnames, names, 2, values) != 0) return NULL;
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(args[0], &bytes, &size) != 0) return NULL;
+  uint64_t flags = 0;
+  if (share_flag(values[0], DLB_SHARE_READ_ONLY, &flags) != 0 || share_flag(values[1], DLB_SHARE_VIA_SERVER, &flags) != 0)
+    return NULL;
+  dlb_buffer* buffer = NULL;
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS /* may wait for the sender's server */
+  s = dlb_share_ticket_open(bytes, (size_t)size, flags, &buffer);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);
+}
+const char dlbpy_share_ticket_open_doc[] =
+    "share_ticket_open(ticket, /, *, read_only=False, via_server=False) -> Tensor\n--\n\n"
+    "The tensor a ticket names, mapped in this process (dlb_share_ticket_open).\n"
+    "via_server: ask the sender's server for the file (DLB_SHARE_VIA_SERVER).";
+
+PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused) {
   (void)module;
   (void)unused;
-  return PyLong_FromLongLong(dlb_share_pool_trim());
+  int64_t held = 0, connections = 0, links = 0;
+  const int32_t runs = dlb_share_ticket_server(&held, &connections, &links);
+  return Py_BuildValue("(LLLO)", (long long)held, (long long)connections, (long long)links, runs ? Py_True : Py_False);
 }
-const char dlbpy_share_pool_trim_doc[] =
-    "share_pool_trim() -> int\n--\n\n"
-    "Unmaps the pool's slabs that this process holds nothing in (dlb_share_pool_trim);\n"
-    "returns how many.";
+const char dlbpy_share_server_state_doc[] =
+    "share_server_state() -> (held, connections, links, running)\n--\n\n"
+    "This process's ticket server (dlb_share_ticket_server), for tests.";
 
 /* ---- plain pickling: a copy of the elements ---------------------------- */
 

@@ -14,12 +14,11 @@ sharing.
 * ``multiprocessing`` queues, pipes and pools (``ForkingPickler``) carry a
   ``dlbridge.Tensor`` as its memory file, with every start method: the
   receiving process maps the same memory, and writes are seen both ways.
-  The pickle holds a ticket for a file descriptor that this process keeps
-  (``_share_server.c``; docs/sharing.md says how it is handed over), or,
-  for a tensor of the small-tensor pool (what :func:`share` makes of a
-  writable tensor of at most 64 KiB), the library's pool ticket: a
-  receiver that keeps the slot's slab mapped opens it without a system
-  call. A tensor that is not in shared memory yet is copied once into it.
+  The pickle holds the library's ticket for the memory file, which this
+  process keeps until the receiver takes it (docs/sharing.md). A
+  tensor that is not in shared memory yet is a copy for the receiver
+  either way: one of at most 64 KiB travels as its bytes, a larger one is
+  copied once into shared memory.
   CUDA device memory of dlbridge's CUDA backend travels instead as its
   CUDA IPC handles (a description without a file): the receiver opens the
   same device memory, ordered after the producer's last write. It must be
@@ -35,14 +34,13 @@ before or after dlbridge.
 """
 
 import copyreg
-import os
 import sys
 from typing import Any, Optional, Sequence, Tuple
 
 from . import Tensor, _glue
 from . import from_dlpack as _from_dlpack
 
-__all__ = ["share", "share_send", "share_recv", "shared_mappings", "share_pool_state", "share_pool_trim", "open_shared",
+__all__ = ["share", "share_send", "share_recv", "shared_mappings", "open_shared",
            "descriptor"]
 
 
@@ -70,22 +68,16 @@ def share(obj: Any) -> Tensor:
     ``obj`` is a Tensor or any DLPack producer (numpy, torch, ...). When its
     memory is shared memory already (a tensor made here, or a framework's
     view of one) the result is the same memory, without a copy; otherwise
-    the elements are copied once into new shared memory: a writable tensor
-    of at most 64 KiB into a slot of the small-tensor pool (a process that
-    receives it keeps the slab mapped for the next ones), any other into a
-    memory file of its own. CUDA device memory of dlbridge's CUDA backend
-    is returned as it is: it is shared by CUDA IPC handle.
+    the elements are copied once into a new memory file. CUDA device memory
+    of dlbridge's CUDA backend is returned as it is: it is shared by CUDA
+    IPC handle.
     """
-    return _share(obj, pooled=True)
-
-
-def _share(obj: Any, pooled: bool) -> Tensor:
     tensor = obj if isinstance(obj, Tensor) else _from_dlpack(obj)
     if _glue.is_shared(tensor):
         return tensor
     # The copy's own mapping, kept (not a descriptor reopened): the pages
     # stay as the copy left them (docs/sharing.md, "A copy's pages").
-    return _glue.share_copy(tensor, read_only=tensor.readonly, pooled=pooled)
+    return _glue.share_copy(tensor, read_only=tensor.readonly)
 
 
 def _fileno(sock: Any) -> int:
@@ -95,9 +87,7 @@ def _fileno(sock: Any) -> int:
 def share_send(sock: Any, obj: Any) -> None:
     """Sends ``obj`` (shared first with :func:`share` when it is not) over a
     connected Unix socket (a ``socket.socket`` or a file descriptor)."""
-    # Not pooled: a descriptor's receiver holds no reference to a pool
-    # slot, so a pooled tensor sent this way keeps its slot for good.
-    _glue.share_send(_fileno(sock), _share(obj, pooled=False))
+    _glue.share_send(_fileno(sock), share(obj))
 
 
 def share_recv(sock: Any) -> Optional[Tensor]:
@@ -107,22 +97,8 @@ def share_recv(sock: Any) -> Optional[Tensor]:
 
 
 def shared_mappings() -> int:
-    """Shared-memory mappings the library holds in this process (memory
-    files of their own; the small-tensor pool's slabs are counted by
-    :func:`share_pool_state`)."""
+    """Shared-memory mappings the library holds in this process."""
     return _glue.shared_mappings()
-
-
-def share_pool_state() -> Tuple[int, int]:
-    """``(slabs, references)``: the small-tensor pool's slabs mapped in this
-    process, and the slot references its tensors hold."""
-    return _glue.share_pool_state()
-
-
-def share_pool_trim() -> int:
-    """Unmaps the pool's slabs this process holds nothing in (a process keeps
-    up to 8 of them for the tensors still to come); returns how many."""
-    return _glue.share_pool_trim()
 
 
 # ---------------------------------------------------------------------------
@@ -130,59 +106,23 @@ def share_pool_trim() -> int:
 # ---------------------------------------------------------------------------
 
 
-def _rebuild(dup: Any, description: bytes, read_only: bool) -> Tensor:
-    fd = dup.detach()
-    try:
-        return open_shared(fd, description, read_only=read_only)
-    finally:
-        os.close(fd)
+def _rebuild(ticket: bytes) -> Tensor:
+    return _glue.share_ticket_open(ticket)
 
 
-def _rebuild_served(ticket: bytes, description: bytes, read_only: bool) -> Tensor:
-    return _glue.share_fetch(ticket, description, read_only=read_only)
-
-
-def _rebuild_pooled(ticket: bytes, read_only: bool) -> Tensor:
-    return _glue.share_pool_fetch(ticket, read_only=read_only)
-
-
-def _rebuild_handle(description: bytes, read_only: bool) -> Tensor:
-    return open_shared(-1, description, read_only=read_only)
-
-
-# False: every tensor's file descriptor goes through multiprocessing's
-# resource sharer (what this process does anyway where it cannot run the
-# server); for tests.
-_SERVE = True
+# A tensor of at most this many bytes that is not in shared memory travels
+# by value: the receiver gets a copy either way, and a small one costs less
+# as bytes than as a memory file.
+_BY_VALUE_MAX = 64 << 10
 
 
 def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
-    # The file descriptor stays with this process's server
-    # (_share_server.c), and the pickle carries a ticket for it: the
-    # receiving process opens the file through /proc, or asks the server
-    # for it, with every start method (fork, spawn, forkserver). Where the
-    # server cannot run, multiprocessing's resource sharer serves a
-    # duplicate once, over a connection per tensor.
-    # A tensor in the small-tensor pool travels as a pool ticket: a
-    # receiver that keeps the slab mapped opens it without a system call.
-    ticket = _glue.share_pool_ticket(tensor) if _SERVE else None
-    if ticket is not None:
-        return _rebuild_pooled, (ticket, tensor.readonly)
-    fd, description = descriptor(tensor, copy=True, read_only=tensor.readonly)
-    if fd == -1:  # CUDA IPC: the description names the memory by handle
-        return _rebuild_handle, (description, tensor.readonly)
-    try:
-        ticket = _glue.share_serve(fd, description) if _SERVE else None
-        if ticket is not None:
-            fd = -1  # the server's now
-            return _rebuild_served, (ticket, description, tensor.readonly)
-        from multiprocessing import resource_sharer
-
-        dup = resource_sharer.DupFd(fd)
-    finally:
-        if fd != -1:
-            os.close(fd)
-    return _rebuild, (dup, description, tensor.readonly)
+    # A ticket (dlb_share_ticket_issue): this process keeps the memory file
+    # until the receiver takes it (docs/sharing.md); a CUDA tensor's names
+    # its memory by CUDA IPC handle.
+    if tensor.nbytes <= _BY_VALUE_MAX and tensor.device == (1, 0) and not _glue.is_shared(tensor):
+        return _reduce_copy(tensor)
+    return _rebuild, (_glue.share_ticket(tensor),)
 
 
 def _reduce_copy(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:

@@ -27,6 +27,9 @@ fi
 fake_cuda=$(cd "$build" && pwd)/tests/cuda/libfake_cuda.so
 [ -f "$fake_cuda" ] || { echo "50-rust: $fake_cuda is missing (build the tests)" >&2; exit 1; }
 export DLB_TEST_FAKE_CUDA=$fake_cuda
+# The Python package of this build, for the tests that hand tickets to and
+# from a Python process (tests/share_tickets.rs).
+export DLB_TEST_PYTHONPATH=$(cd "$build" && pwd)/python
 export DLBRIDGE_LIB_DIR=$libdir
 export DLBRIDGE_INCLUDE_DIR=$root/include
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -29,15 +29,20 @@
 #include "core/errors.hpp"
 #include "core/layout.hpp"
 #include "share_format.hpp"
-#include "share_mapping.hpp"
 
 using dlb::set_error;
 
 namespace dlb::share {
-
-std::mutex table_mutex;
-
 namespace {
+
+struct Mapping {
+  unsigned char* base;
+  std::size_t size;
+  int fd;          // the memory file, kept for sharing the buffer on
+  bool read_only;  // mapped PROT_READ
+};
+
+std::mutex table_mutex;  // guards the table
 
 std::map<std::uintptr_t, Mapping*>& table() {
   static std::map<std::uintptr_t, Mapping*>* t = new std::map<std::uintptr_t, Mapping*>;  // never destroyed
@@ -45,8 +50,7 @@ std::map<std::uintptr_t, Mapping*>& table() {
 }
 std::atomic<std::int64_t> mapping_count{0};
 
-}  // namespace
-
+// The mapping holding bytes [lo, hi), or nullptr. Called under table_mutex.
 Mapping* find_locked(std::uintptr_t lo, std::uintptr_t hi) {
   auto& t = table();
   auto it = t.upper_bound(lo);
@@ -58,18 +62,17 @@ Mapping* find_locked(std::uintptr_t lo, std::uintptr_t hi) {
   return m;
 }
 
-void unmap(Mapping* m, bool counted) noexcept {
+// Forgets, unmaps and closes a mapping map_file() made.
+void unmap(Mapping* m) noexcept {
   {
     std::lock_guard<std::mutex> lock(table_mutex);
     table().erase(reinterpret_cast<std::uintptr_t>(m->base));
   }
   munmap(m->base, m->size);
   close(m->fd);
-  if (counted) mapping_count.fetch_sub(1, std::memory_order_relaxed);
+  mapping_count.fetch_sub(1, std::memory_order_relaxed);
   delete m;
 }
-
-namespace {
 
 void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
 
@@ -78,9 +81,10 @@ void release_mapping(void* ctx) { unmap(static_cast<Mapping*>(ctx)); }
 // pages costs less than a fault per page afterwards (docs/sharing.md).
 constexpr std::size_t kPopulateBytes = std::size_t{64} << 10;
 
-}  // namespace
-
-Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate, bool counted) noexcept {
+// Maps `size` bytes of `fd` (owned by the mapping from now on, also on
+// failure) and records it; a file of at most `populate` bytes is mapped
+// with its pages in. nullptr with the error set on failure.
+Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate) noexcept {
   const int how = MAP_SHARED | (size <= populate ? MAP_POPULATE : 0);
   void* base = mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, how, fd, 0);
   if (base == MAP_FAILED) {
@@ -106,11 +110,9 @@ Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate
     set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
     return nullptr;
   }
-  if (counted) mapping_count.fetch_add(1, std::memory_order_relaxed);
+  mapping_count.fetch_add(1, std::memory_order_relaxed);
   return m;
 }
-
-namespace {
 
 // A buffer over a recorded mapping; the mapping goes with the buffer (also
 // when this fails).
@@ -171,7 +173,7 @@ dlb_status check_memory_file(int fd, struct stat* st) noexcept {
   return DLB_OK;
 }
 
-int new_sealed_file(std::size_t size) noexcept {
+static int new_sealed_file(std::size_t size) noexcept {
   const int fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
     set_error(DLB_ERR_OUT_OF_MEMORY, "memfd_create failed: %s", std::strerror(errno));
@@ -206,7 +208,7 @@ Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
   size = size == 0 ? page : (size + page - 1) / page * page;  // an empty tensor has a mapping too
   const int fd = new_sealed_file(size);
   if (fd < 0) return nullptr;
-  return map_file(fd, size, false, 0, true);
+  return map_file(fd, size, false, 0);
 }
 
 // The compact view of a new buffer of `dtype` and `shape` on the host,
@@ -279,26 +281,13 @@ dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out
 dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) {
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY | DLB_SHARE_POOLED, "dlb_buffer_copy_shared"));
-  const bool read_only =
-      (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
-  if ((flags & DLB_SHARE_POOLED) != 0 && !read_only) {
-    DLTensor t;
-    DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
-    DLTensor view;
-    LayoutInfo info;
-    DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared"));
-    if (info.nbytes <= DLB_SHARE_POOL_MAX_BYTES) {
-      const dlb_status s = pool_copy(buffer, view, info.nbytes, out);
-      if (s != DLB_ERR_NOT_ZERO_COPY) return s;
-    }
-  }
-  return copy_into_shared(buffer, read_only, out, nullptr);
+  DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY, "dlb_buffer_copy_shared"));
+  return copy_into_shared(buffer, (flags & DLB_SHARE_READ_ONLY) != 0, out, nullptr);
 }
 
 }  // namespace
 
-void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
+static void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
   for (std::int32_t i = 0; i < t.ndim; ++i) {
     if (t.shape[i] == 0) {  // an empty view's strides are not checked: no arithmetic on them
@@ -352,10 +341,6 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
         file_size = m->size;
         offset = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - reinterpret_cast<std::uintptr_t>(m->base);
         mapped_read_only = m->read_only;
-        // The receiver of a descriptor holds no reference to a pool slot:
-        // the slot is never reused.
-        if (m->pool != nullptr) pool_escape(m->pool, lo - reinterpret_cast<std::uintptr_t>(m->base),
-                                            hi - reinterpret_cast<std::uintptr_t>(m->base));
       }
     }
     if (found) {
@@ -452,7 +437,7 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
     if (own < 0)
       return set_error(DLB_ERR_INVALID_ARGUMENT, "duplicating fd %" PRId32 " failed: %s", fd, std::strerror(errno));
   }
-  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes, true);
+  Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes);
   if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   return wrap_mapping(m, view_of(d, nullptr), read_only, out);  // wrap_mapping sets the data
 }

@@ -38,6 +38,52 @@ std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept {
 
 namespace {
 
+// The prefix every record starts with; the checksum is filled by seal().
+void write_prefix(unsigned char* out, std::uint16_t record, std::size_t size) noexcept {
+  std::memcpy(out, kMagic, 4);
+  put(out + 4, DLB_SHARE_DESCRIPTION_VERSION, 2);
+  put(out + 6, record, 2);
+  put(out + 8, size, 4);
+}
+void seal(unsigned char* out, std::size_t size) noexcept { put(out + 12, checksum(out, size), 4); }
+
+const char* record_name(std::uint16_t record) noexcept {
+  return record == kRecordTicket ? "share ticket" : record == kRecordRequest ? "ticket request" : "share description";
+}
+
+// Checks the prefix of `size` bytes of a `record`: magic, version, the size
+// it declares, the record type, the checksum. Sets the error on failure.
+dlb_status check_prefix(const unsigned char* p, std::size_t size, std::uint16_t record, std::size_t min_size) noexcept {
+  const char* what = record_name(record);
+  if (size < kDescPrefix)
+    return set_error(DLB_ERR_MALFORMED, "the %s is truncated: %zu bytes, its prefix alone has %zu", what, size,
+                     kDescPrefix);
+  if (std::memcmp(p, kMagic, 4) != 0)
+    return set_error(DLB_ERR_MALFORMED,
+                     "not a dlbridge %s: it starts with bytes %02x %02x %02x %02x, not \"DLBS\"", what, p[0], p[1],
+                     p[2], p[3]);
+  const std::uint64_t version = get(p + 4, 2);
+  if (version != DLB_SHARE_DESCRIPTION_VERSION)
+    return set_error(DLB_ERR_VERSION, "the %s has version %" PRIu64 "; this library reads version %d", what, version,
+                     DLB_SHARE_DESCRIPTION_VERSION);
+  const std::uint64_t declared = get(p + 8, 4);
+  if (declared > size)
+    return set_error(DLB_ERR_MALFORMED, "the %s is truncated: %zu of the %" PRIu64 " bytes it declares", what, size,
+                     declared);
+  if (declared < size)
+    return set_error(DLB_ERR_MALFORMED, "the %s declares %" PRIu64 " bytes but %zu were given", what, declared, size);
+  if (size < min_size)
+    return set_error(DLB_ERR_MALFORMED, "the %s is truncated: %zu bytes, its fixed part has %zu", what, size, min_size);
+  const std::uint32_t sum = checksum(p, size);
+  if (sum != get(p + 12, 4))
+    return set_error(DLB_ERR_MALFORMED, "the %s's checksum is 0x%08" PRIx64 " but its bytes give 0x%08" PRIx32
+                     " (corrupted)", what, get(p + 12, 4), sum);
+  if (get(p + 6, 2) != record)
+    return set_error(DLB_ERR_MALFORMED, "a %s was expected, but the record is a %s (type %" PRIu64 ")", what,
+                     record_name(static_cast<std::uint16_t>(get(p + 6, 2))), get(p + 6, 2));
+  return DLB_OK;
+}
+
 std::size_t write_any(const DLTensor& t, std::uint32_t kind, std::uint64_t file_size, std::uint64_t flags,
                       const unsigned char* mem_handle, const unsigned char* event_handle,
                       unsigned char* out) noexcept {
@@ -45,9 +91,7 @@ std::size_t write_any(const DLTensor& t, std::uint32_t kind, std::uint64_t file_
   const std::size_t tail = kind == DLB_SHARE_KIND_CUDA_IPC ? 2 * kIpcHandle : 0;
   const std::size_t size = kDescHeader + 16 * ndim + tail;
   std::memset(out, 0, size);
-  std::memcpy(out, kMagic, 4);
-  put(out + 4, DLB_SHARE_DESCRIPTION_VERSION, 2);
-  put(out + 8, size, 4);
+  write_prefix(out, kRecordDescription, size);
   put(out + 16, flags | (static_cast<std::uint64_t>(kind) << kKindShift), 8);
   put(out + 24, file_size, 8);
   put(out + 32, t.byte_offset, 8);
@@ -65,7 +109,7 @@ std::size_t write_any(const DLTensor& t, std::uint32_t kind, std::uint64_t file_
     std::memcpy(out + kDescHeader + 16 * ndim, mem_handle, kIpcHandle);
     std::memcpy(out + kDescHeader + 16 * ndim + kIpcHandle, event_handle, kIpcHandle);
   }
-  put(out + 12, checksum(out, size), 4);
+  seal(out, size);
   return size;
 }
 
@@ -94,33 +138,7 @@ std::uint32_t declared_size(const unsigned char* prefix) noexcept {
 
 dlb_status parse_description(const void* bytes, std::size_t size, Description* out) noexcept {
   const unsigned char* p = static_cast<const unsigned char*>(bytes);
-  if (size < kDescPrefix)
-    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu bytes, its prefix alone has %zu",
-                     size, kDescPrefix);
-  if (std::memcmp(p, kMagic, 4) != 0)
-    return set_error(DLB_ERR_MALFORMED,
-                     "not a dlbridge share description: it starts with bytes %02x %02x %02x %02x, not \"DLBS\"",
-                     p[0], p[1], p[2], p[3]);
-  const std::uint64_t version = get(p + 4, 2);
-  if (version != DLB_SHARE_DESCRIPTION_VERSION)
-    return set_error(DLB_ERR_VERSION, "the share description has version %" PRIu64 "; this library reads version %d",
-                     version, DLB_SHARE_DESCRIPTION_VERSION);
-  const std::uint64_t declared = get(p + 8, 4);
-  if (declared > size)
-    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu of the %" PRIu64 " bytes it declares",
-                     size, declared);
-  if (declared < size)
-    return set_error(DLB_ERR_MALFORMED, "the share description declares %" PRIu64 " bytes but %zu were given",
-                     declared, size);
-  if (size < kDescHeader)
-    return set_error(DLB_ERR_MALFORMED, "the share description is truncated: %zu bytes, its fixed part has %zu",
-                     size, kDescHeader);
-  const std::uint32_t sum = checksum(p, size);
-  if (sum != get(p + 12, 4))
-    return set_error(DLB_ERR_MALFORMED, "the share description's checksum is 0x%08" PRIx64 " but its bytes give 0x%08"
-                     PRIx32 " (corrupted)", get(p + 12, 4), sum);
-  if (get(p + 6, 2) != 0)
-    return set_error(DLB_ERR_MALFORMED, "the share description's reserved field is %" PRIu64 ", not 0", get(p + 6, 2));
+  DLB_TRY(check_prefix(p, size, kRecordDescription, kDescHeader));
   Description d;
   const std::uint64_t raw_flags = get(p + 16, 8);
   d.flags = raw_flags & ~kKindMask;
@@ -217,62 +235,56 @@ DLTensor view_of(Description& d, void* base) noexcept {
   return view;
 }
 
-constexpr unsigned char kTicketMagic[4] = {'D', 'L', 'B', 'P'};
-
-std::size_t write_pool_ticket(const PoolTicket& t, const unsigned char* description, std::size_t dsize,
-                              unsigned char* out) noexcept {
+std::size_t write_ticket(const Ticket& t, const unsigned char* description, std::size_t dsize,
+                         unsigned char* out) noexcept {
   const std::size_t size = kTicketHeader + dsize;
   std::memset(out, 0, kTicketHeader);
-  std::memcpy(out, kTicketMagic, 4);
-  const std::uint16_t version = kTicketVersion;
-  const std::uint32_t size32 = static_cast<std::uint32_t>(size);
-  std::memcpy(out + 4, &version, 2);
-  std::memcpy(out + 8, &size32, 4);
-  std::memcpy(out + 16, &t.pid, 4);
-  std::memcpy(out + 20, &t.fd, 4);
-  std::memcpy(out + 24, &t.dev, 8);
-  std::memcpy(out + 32, &t.ino, 8);
-  std::memcpy(out + 40, &t.slab_size, 8);
-  std::memcpy(out + 48, &t.slot, 4);
-  std::memcpy(out + 52, &t.cell, 4);
-  std::memcpy(out + 56, &t.token, 8);
+  write_prefix(out, kRecordTicket, size);
+  put(out + 16, static_cast<std::uint32_t>(t.pid), 4);
+  put(out + 20, static_cast<std::uint32_t>(t.fd), 4);
+  put(out + 24, t.dev, 8);
+  put(out + 32, t.ino, 8);
+  put(out + 40, t.nonce, 8);
+  std::memcpy(out + 48, t.token, kTokenSize);
   std::memcpy(out + kTicketHeader, description, dsize);
-  const std::uint32_t sum = checksum(out, size);
-  std::memcpy(out + 12, &sum, 4);
+  seal(out, size);
   return size;
 }
 
-dlb_status parse_pool_ticket(const void* bytes, std::size_t size, PoolTicket* out) noexcept {
+dlb_status parse_ticket(const void* bytes, std::size_t size, Ticket* out, Description* d) noexcept {
   const auto* p = static_cast<const unsigned char*>(bytes);
-  if (size < kTicketHeader || std::memcmp(p, kTicketMagic, 4) != 0)
-    return set_error(DLB_ERR_MALFORMED, "not a pool ticket (%zu bytes; a ticket has at least %zu and starts with DLBP)",
-                     size, kTicketHeader);
-  std::uint16_t version = 0;
-  std::uint32_t declared = 0;
-  std::uint32_t sum = 0;
-  std::memcpy(&version, p + 4, 2);
-  std::memcpy(&declared, p + 8, 4);
-  std::memcpy(&sum, p + 12, 4);
-  if (version != kTicketVersion)
-    return set_error(DLB_ERR_VERSION, "pool ticket version %u; this library reads version %u", version,
-                     static_cast<unsigned>(kTicketVersion));
-  if (declared != size || size > DLB_SHARE_POOL_TICKET_MAX)
-    return set_error(DLB_ERR_MALFORMED, "the pool ticket declares %" PRIu32 " bytes; %zu were given (at most %d)",
-                     declared, size, DLB_SHARE_POOL_TICKET_MAX);
-  if (checksum(p, size) != sum)
-    return set_error(DLB_ERR_MALFORMED, "the pool ticket's checksum does not match its bytes");
-  PoolTicket t;
-  std::memcpy(&t.pid, p + 16, 4);
-  std::memcpy(&t.fd, p + 20, 4);
-  std::memcpy(&t.dev, p + 24, 8);
-  std::memcpy(&t.ino, p + 32, 8);
-  std::memcpy(&t.slab_size, p + 40, 8);
-  std::memcpy(&t.slot, p + 48, 4);
-  std::memcpy(&t.cell, p + 52, 4);
-  std::memcpy(&t.token, p + 56, 8);
+  DLB_TRY(check_prefix(p, size, kRecordTicket, kTicketHeader));
+  Ticket t;
+  t.pid = static_cast<std::int32_t>(get(p + 16, 4));
+  t.fd = static_cast<std::int32_t>(get(p + 20, 4));
+  t.dev = get(p + 24, 8);
+  t.ino = get(p + 32, 8);
+  t.nonce = get(p + 40, 8);
+  std::memcpy(t.token, p + 48, kTokenSize);
   t.description = p + kTicketHeader;
   t.description_size = size - kTicketHeader;
+  DLB_TRY(parse_description(t.description, t.description_size, d));
+  if ((t.fd >= 0) != (d->kind == DLB_SHARE_KIND_HOST) || (t.fd >= 0 && t.pid <= 0))
+    return set_error(DLB_ERR_MALFORMED, "the share ticket names file descriptor %" PRId32 " of process %" PRId32
+                     " for a %s description", t.fd, t.pid, d->kind == DLB_SHARE_KIND_HOST ? "host" : "CUDA IPC");
   *out = t;
+  return DLB_OK;
+}
+
+void write_request(std::uint32_t op, const unsigned char* token, unsigned char* out) noexcept {
+  std::memset(out, 0, kRequestSize);
+  write_prefix(out, kRecordRequest, kRequestSize);
+  put(out + 16, op, 4);
+  std::memcpy(out + 24, token, kTokenSize);
+  seal(out, kRequestSize);
+}
+
+dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, unsigned char* token) noexcept {
+  DLB_TRY(check_prefix(p, size, kRecordRequest, kRequestSize));
+  *op = static_cast<std::uint32_t>(get(p + 16, 4));
+  if (size != kRequestSize || (*op != kRelease && *op != kFetch) || get(p + 20, 4) != 0)
+    return set_error(DLB_ERR_MALFORMED, "not a ticket request (operation %" PRIu32 ", %zu bytes)", *op, size);
+  std::memcpy(token, p + 24, kTokenSize);
   return DLB_OK;
 }
 

@@ -1,13 +1,18 @@
-// The description of a shared buffer (version 1): fixed-width
-// little-endian fields, then shape and strides, then for the CUDA kind the
-// two IPC handles.
+// The one wire format of sharing (version 1): everything that crosses a
+// process boundary is a record of fixed-width little-endian fields that
+// starts with the same 16-byte prefix, and is read by the one parser of
+// share_format.cpp.
 //
 //   offset size field
 //        0    4 magic "DLBS"
 //        4    2 version (DLB_SHARE_DESCRIPTION_VERSION)
-//        6    2 reserved, 0
-//        8    4 total size in bytes (56 + 16 * ndim, plus 128 for CUDA)
+//        6    2 record type: 0 a description, 1 a ticket, 2 a request to a
+//               ticket server
+//        8    4 total size in bytes
 //       12    4 checksum: FNV-1a (32 bits) of all bytes, this field as 0
+//
+// A description (type 0) of a shared buffer: 56 + 16 * ndim bytes, plus
+// 128 for CUDA:
 //       16    8 flags: bit 0 read-only; bits 8-15 the kind, 0 a host
 //                 memory file (DLB_SHARE_KIND_HOST), 1 CUDA IPC
 //                 (DLB_SHARE_KIND_CUDA_IPC); other bits 0
@@ -24,6 +29,23 @@
 //               64 bytes CUipcMemHandle of the allocation's base, then
 //               64 bytes CUipcEventHandle of an event recorded after the
 //               producer's last write
+//
+// A ticket (type 1, dlb_share_ticket_issue()): 64 bytes, then a whole
+// description (with its own prefix)
+//       16    4 pid of the issuing process (0 without a file)
+//       20    4 the file's descriptor number there (-1: none, CUDA IPC)
+//       24    8 the file's device, 32 8 its inode (fstat)
+//       40    8 the nonce naming the issuer's ticket server
+//       48   16 the ticket's random token
+//       64      the description of the tensor over the file
+//
+// A request (type 2) to a ticket server, 40 bytes:
+//       16    4 operation: 1 the file was taken (release it), 2 send it
+//       20    4 0
+//       24   16 the ticket's token
+// The server answers a request to send with the description
+// (dlb_share_send(), the file attached), or with an empty message when it
+// holds no such ticket.
 #ifndef DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 #define DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 
@@ -33,6 +55,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/stat.h>
+
 namespace dlb::share {
 
 constexpr std::uint64_t kDescReadOnly = 1;
@@ -41,6 +65,15 @@ constexpr std::size_t kDescPrefix = 16;  // magic, version, reserved, size, chec
 constexpr std::uint64_t kKindShift = 8;   // the kind's bits in the flags
 constexpr std::uint64_t kKindMask = 0xFF00;
 constexpr std::size_t kIpcHandle = 64;    // CU_IPC_HANDLE_SIZE
+constexpr std::uint16_t kRecordDescription = 0;
+constexpr std::uint16_t kRecordTicket = 1;
+constexpr std::uint16_t kRecordRequest = 2;
+constexpr std::size_t kTicketHeader = 64;
+constexpr std::size_t kTokenSize = 16;
+constexpr std::size_t kRequestSize = 40;
+constexpr std::uint32_t kRelease = 1;
+constexpr std::uint32_t kFetch = 2;
+static_assert(DLB_SHARE_TICKET_MAX == kTicketHeader + DLB_SHARE_DESCRIPTION_MAX);
 static_assert(kDescHeader == 56);
 static_assert(DLB_SHARE_CUDA_HANDLES == 2 * kIpcHandle);
 
@@ -92,50 +125,55 @@ std::uint32_t declared_size(const unsigned char* prefix) noexcept;
 // description travels without a file descriptor.
 std::uint32_t declared_kind(const unsigned char* bytes, std::size_t size) noexcept;
 
-// FNV-1a (32 bits) of `n` bytes with bytes 12-15 (the checksum's own field
-// in descriptions and pool tickets) taken as 0.
+// FNV-1a (32 bits) of `n` bytes with bytes 12-15 (the checksum's own field)
+// taken as 0.
 std::uint32_t checksum(const unsigned char* p, std::size_t n) noexcept;
 
-// A pool ticket (dlb_share_pool_ticket, version 1), in this machine's byte
-// order (it never leaves the machine: the slab's file cannot):
-//
-//   offset size field
-//        0    4 magic "DLBP"
-//        4    2 version (kTicketVersion), 2 reserved, 0
-//        8    4 total size in bytes (64 + the description's)
-//       12    4 checksum: FNV-1a (32 bits) of all bytes, this field as 0
-//       16    4 pid of the issuing process
-//       20    4 the slab's file descriptor number there
-//       24    8 the slab file's device, 32 8 its inode (fstat)
-//       40    8 the slab's size in bytes
-//       48    4 slot, 52 4 ticket cell
-//       56    8 the ticket's token (the cell's value until it is opened)
-//       64      the tensor's description over the slab's file
-constexpr std::size_t kTicketHeader = 64;
-constexpr std::uint16_t kTicketVersion = 1;
-static_assert(DLB_SHARE_POOL_TICKET_MAX == kTicketHeader + DLB_SHARE_DESCRIPTION_MAX);
-
-struct PoolTicket {
+// A ticket's fields (the description points into the parsed bytes).
+struct Ticket {
   std::int32_t pid = 0;
   std::int32_t fd = -1;
   std::uint64_t dev = 0;
   std::uint64_t ino = 0;
-  std::uint64_t slab_size = 0;
-  std::uint32_t slot = 0;
-  std::uint32_t cell = 0;
-  std::uint64_t token = 0;
-  const unsigned char* description = nullptr;  // into the parsed bytes
+  std::uint64_t nonce = 0;
+  unsigned char token[kTokenSize] = {};
+  const unsigned char* description = nullptr;
   std::size_t description_size = 0;
 };
 
 // Writes the ticket (t's fields, then `dsize` bytes of description) into
-// `out` (DLB_SHARE_POOL_TICKET_MAX bytes); returns its size.
-std::size_t write_pool_ticket(const PoolTicket& t, const unsigned char* description, std::size_t dsize,
-                              unsigned char* out) noexcept;
+// `out` (DLB_SHARE_TICKET_MAX bytes); returns its size.
+std::size_t write_ticket(const Ticket& t, const unsigned char* description, std::size_t dsize,
+                         unsigned char* out) noexcept;
 
-// Reads and checks a ticket's fixed part (magic, version, size, checksum);
-// the description is checked by the caller. Sets the error on failure.
-dlb_status parse_pool_ticket(const void* bytes, std::size_t size, PoolTicket* out) noexcept;
+// Reads and checks a ticket and the description it holds (`d`). Sets the
+// error on failure.
+dlb_status parse_ticket(const void* bytes, std::size_t size, Ticket* out, Description* d) noexcept;
+
+// A request to a ticket server (kRequestSize bytes into `out`), and its
+// check.
+void write_request(std::uint32_t op, const unsigned char* token, unsigned char* out) noexcept;
+dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, unsigned char* token) noexcept;
+
+// A file descriptor given with DLB_SHARE_TAKE_FD (else -1), closed on
+// every return unless released to its new owner.
+struct TakenFd {
+  int fd;
+  explicit TakenFd(int taken) noexcept : fd(taken) {}
+  TakenFd(const TakenFd&) = delete;
+  TakenFd& operator=(const TakenFd&) = delete;
+  ~TakenFd();
+  void release() noexcept { fd = -1; }
+};
+
+// DLB_ERR_INVALID_ARGUMENT naming the bits of `flags` outside `known`
+// that `who` does not take; DLB_OK when there are none.
+dlb_status check_flags(std::uint64_t flags, std::uint64_t known, const char* who) noexcept;
+
+// Checks that `fd` is a memory file sealed against shrinking (so that its
+// pages cannot vanish under a mapping); `st` receives its fstat. Sets the
+// error on failure.
+dlb_status check_memory_file(int fd, struct stat* st) noexcept;
 
 }  // namespace dlb::share
 

@@ -1,6 +1,7 @@
 """CUDA tensors shared with another process (CUDA IPC), against the fake
 CUDA driver: multiprocessing pickling (python/dlbridge/_share.py: _reduce
-gives a description without a file, _rebuild_handle opens it) and
+gives a ticket without a file, dlb_share_ticket_open opens its
+description) and
 dlbridge.share_send / share_recv over a Unix socket.
 
 The fake driver (tests/cuda/fake_cuda.cpp, fake_cuda_ipc.cpp) is loaded as
@@ -224,8 +225,8 @@ def test_in_this_process_a_cuda_description_is_refused_as_on_hardware(driver):
         from multiprocessing.reduction import ForkingPickler
 
         rebuild, args = dlbridge._share._reduce(t)
-        assert rebuild is dlbridge._share._rebuild_handle  # by handle: no ticket, no file
-        assert len(args[0]) == DESCRIPTION_BYTES and args[1] is False
+        assert rebuild is dlbridge._share._rebuild  # a ticket without a file: the handles only
+        assert len(args[0]) == 64 + DESCRIPTION_BYTES and dlbridge._glue.share_server_state()[0] == 0
         data = ForkingPickler.dumps(t)
         with pytest.raises(dlbridge.Error) as e:
             pickle.loads(data)

@@ -118,9 +118,9 @@ TEST_F(BadDescription, Corrupted) {
   expect(DLB_ERR_MALFORMED, "checksum", false);
 }
 
-TEST_F(BadDescription, ReservedAndFlags) {
-  put_le(bytes_ + kReserved, 1, 2);
-  expect(DLB_ERR_MALFORMED, "reserved field is 1");
+TEST_F(BadDescription, RecordTypeAndFlags) {
+  put_le(bytes_ + kReserved, 1, 2);  // a ticket's record type
+  expect(DLB_ERR_MALFORMED, "a share description was expected, but the record is a share ticket (type 1)");
   put_le(bytes_ + kReserved, 0, 2);
   put_le(bytes_ + kFlags, 6, 8);
   expect(DLB_ERR_MALFORMED, "unknown flag bits 0x6");

@@ -21,23 +21,21 @@ def run(code):
 
 
 # After registration: the reducer is ForkingPickler's, the hook has left
-# sys.meta_path, and a tensor goes through ForkingPickler and back (to the
-# same memory, in this one process): a small one as a pool ticket, opened
-# from the slab this process keeps (the same address), a large one as its
-# memory file, mapped again.
+# sys.meta_path, and a shared tensor goes through ForkingPickler and back as
+# its memory file, mapped again (the same memory, in this one process); a
+# small tensor that is not shared travels as its bytes.
 REGISTERED = (
     "from multiprocessing.reduction import ForkingPickler\n"
     "assert ForkingPickler._extra_reducers[dlbridge.Tensor] is dlbridge._share._reduce\n"
     "assert not any(type(f).__name__ == '_Hook' for f in sys.meta_path), sys.meta_path\n"
-    "t = dlbridge.share(dlbridge.from_buffer(bytearray(b'abcdefgh')))\n"
+    "t = dlbridge.from_buffer(bytearray(b'abcdefgh'))\n"
     "u = ForkingPickler.loads(ForkingPickler.dumps(t))\n"
-    "assert (u.shape, u.dtype) == ((8,), 'uint8') and u.data_ptr == t.data_ptr\n"
-    "assert dlbridge.shared_mappings() == 0 and dlbridge.share_pool_state() == (1, 2)\n"
-    "big = dlbridge.share(dlbridge.from_buffer(bytearray(1 << 17)))\n"
+    "assert (u.shape, u.dtype) == ((8,), 'uint8') and u.data_ptr != t.data_ptr\n"
+    "assert dlbridge.shared_mappings() == 0 and not dlbridge._glue.is_shared(u)\n"
+    "big = dlbridge.share(dlbridge.from_buffer(bytearray(8)))\n"
     "v = ForkingPickler.loads(ForkingPickler.dumps(big))\n"
-    "assert v.shape == (1 << 17,) and v.data_ptr != big.data_ptr and dlbridge.shared_mappings() == 2\n"
+    "assert v.shape == (8,) and v.data_ptr != big.data_ptr and dlbridge.shared_mappings() == 2\n"
     "del t, u, big, v\n"
-    "assert dlbridge.share_pool_state() == (1, 0) and dlbridge.share_pool_trim() == 1\n"
     "assert dlbridge.shared_mappings() == 0 and dlbridge.live_exports() == 0\n"
     "print('ok')\n"
 )
@@ -72,7 +70,7 @@ def open_fds():
 
 
 def test_open_shared_borrows_the_file_descriptor():
-    t = dlbridge._share._share(dlbridge.empty((4,), "int32"), pooled=False)  # a memory file of its own
+    t = dlbridge.share(dlbridge.empty((4,), "int32"))
     fd, description = _glue.share_descriptor(t)
     try:
         u = _glue.open_shared(fd, description)
@@ -95,7 +93,6 @@ def test_is_shared():
 
 
 def test_share_calls_refuse_bad_arguments_precisely():
-    dlbridge.share_pool_trim()  # slabs earlier tests left idle
     start = open_fds()
     t = dlbridge.share(dlbridge.empty((2,), "float32"))
     with pytest.raises(TypeError):
@@ -124,7 +121,6 @@ def test_share_calls_refuse_bad_arguments_precisely():
         os.close(r)
         os.close(w)
     del t, e  # the traceback holds share_send's frame
-    dlbridge.share_pool_trim()  # the slab of t's slot, and its file
     assert dlbridge.shared_mappings() == 0 and open_fds() == start
 
 

@@ -72,29 +72,22 @@ def process_wide_helpers():
     os.close(fd)
     os.close(dup.detach())
     forkserver.ensure_running()
-    t = dlbridge._share._share(np.zeros(1, dtype=np.float32), pooled=False)  # a ticket of its file
+    t = dlbridge.share(np.zeros(1, dtype=np.float32))  # a ticket of its file
     ForkingPickler.loads(ForkingPickler.dumps(t))
     del t
     settle((0, 1))
     yield
 
 
-def pool_references():
-    return dlbridge.share_pool_state()[1]
-
-
 @pytest.fixture(autouse=True)
 def nothing_left(process_wide_helpers):
     gc.collect()
     served = settle((0, 1))
-    dlbridge.share_pool_trim()  # slabs that earlier tests left idle (a process keeps up to 8)
-    start = (dlbridge.live_exports(), dlbridge.shared_mappings(), pool_references(), shared_maps(), open_fds())
+    start = (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds())
     yield
     gc.collect()
     assert settle(served) == served
-    assert pool_references() == start[2]
-    dlbridge.share_pool_trim()
-    assert (dlbridge.live_exports(), dlbridge.shared_mappings(), pool_references(), shared_maps(), open_fds()) == start
+    assert (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds()) == start
 
 
 def test_share_copies_other_memory_once_and_keeps_shared_memory():
@@ -103,17 +96,12 @@ def test_share_copies_other_memory_once_and_keeps_shared_memory():
     assert t.shape == (3, 4) and t.dtype == "float32"
     assert t.data_ptr != a.ctypes.data  # a copy: numpy's memory is not shared
     assert np.array_equal(np.from_dlpack(t), a)
-    assert dlbridge.share_pool_state()[1] >= 1  # 48 bytes: a slot of the small-tensor pool
     assert dlbridge.share(t) is t  # shared already
-    before = (dlbridge.shared_mappings(), pool_references(), shared_maps())
-    u = dlbridge.share(a)  # another slot of the same slab: no new mapping
-    assert (dlbridge.shared_mappings(), pool_references(), shared_maps()) == (before[0], before[1] + 1, before[2])
+    before = (dlbridge.shared_mappings(), shared_maps())
+    u = dlbridge.share(a)  # a memory file of its own
+    assert (dlbridge.shared_mappings(), shared_maps()) == (before[0] + 1, before[1] + 1)
     assert np.array_equal(np.from_dlpack(u), a) and not u.readonly
     del u
-    big = np.zeros(1 << 15, dtype=np.float32)  # 128 KiB: a memory file of its own
-    w = dlbridge.share(big)
-    assert (dlbridge.shared_mappings(), pool_references(), shared_maps()) == (before[0] + 1, before[1], before[2] + 1)
-    del w
     g = torch.from_dlpack(t)
     view = dlbridge.share(g[1:])  # a framework's view into shared memory: no copy
     assert view.data_ptr == t.data_ptr + 16
@@ -282,57 +270,21 @@ def _unpickled(data):
     return ForkingPickler.loads(data)
 
 
-BIG = 1 << 15  # float32 elements: 128 KiB, past the small-tensor pool (64 KiB)
+BIG = 1 << 15  # float32 elements: 128 KiB, past what travels by value (64 KiB)
 
 
-def test_a_pickled_small_tensor_carries_a_pool_ticket_opened_once():
-    t = dlbridge.share(np.arange(4, dtype=np.float32))
-    data = _pickled(t)
-    assert server_state() == (0, 1)  # the server holds nothing: the slab is the pool's
-    assert pool_references() == 1  # the tensor's (the ticket's is counted in the slab only)
-    u = _unpickled(data)  # opened from the slab this process keeps: the same address
-    torch.from_dlpack(u)[0] = 9.0
-    assert element(t, 0) == 9.0 and u.data_ptr == t.data_ptr and pool_references() == 2
-    with pytest.raises(dlbridge.Error) as e:
-        _unpickled(data)
-    assert e.value.status_name == "DLB_ERR_DELETED" and "opened already" in str(e.value)
-    rebuild, (ticket, read_only) = dlbridge._share._reduce(t)
-    assert rebuild is dlbridge._share._rebuild_pooled and not read_only
-    for bad, what in [(ticket[:20], "not a pool ticket"), (b"", "wrong size")]:
-        with pytest.raises(dlbridge.Error) as e:
-            dlbridge._glue.share_pool_fetch(bad)
-        assert e.value.status_name == "DLB_ERR_MALFORMED" and what in str(e.value)
-    bad = ticket[:30] + bytes([ticket[30] ^ 1]) + ticket[31:]
-    with pytest.raises(dlbridge.Error) as e:
-        dlbridge._glue.share_pool_fetch(bad)
-    assert e.value.status_name == "DLB_ERR_MALFORMED" and "checksum" in str(e.value)
-    dlbridge._glue.share_pool_fetch(ticket)  # the ticket still opens once; its reference goes with it
-    del u, t, e
-
-
-def _fetch_without_proc(ticket, out):
-    try:
-        u = dlbridge._glue.share_pool_fetch(ticket, via_proc=False)
-        torch.from_dlpack(u)[2] = -5.0
-        out.put((element(u, 3), dlbridge.share_pool_state()))
-    except BaseException as e:  # noqa: B902  reported to the parent
-        out.put(repr(e))
-
-
-def test_the_server_hands_a_slab_over_where_proc_is_closed():
-    import multiprocessing as mp
-
-    t = dlbridge.share(np.arange(4, dtype=np.float32))
-    rebuild, (ticket, _) = dlbridge._share._reduce(t)
-    ctx = mp.get_context("spawn")  # a process that does not map the slab
-    out = ctx.Queue()
-    p = ctx.Process(target=_fetch_without_proc, args=(ticket, out))
-    p.start()
-    got = out.get(timeout=60)
-    p.join()
-    assert got == (3.0, (1, 1)), got  # the slab's file came from the server ('P')
-    assert element(t, 2) == -5.0
-    del t
+def test_a_small_tensor_not_in_shared_memory_travels_as_its_bytes():
+    t = dlbridge.from_dlpack(np.arange(4, dtype=np.float32))
+    rebuild, args = dlbridge._share._reduce(t)
+    assert rebuild is dlbridge._glue.tensor_from_payload and server_state() == (0, 1)
+    u = _unpickled(_pickled(t))
+    assert u.data_ptr != t.data_ptr and np.array_equal(np.from_dlpack(u), np.arange(4, dtype=np.float32))
+    big = dlbridge.from_dlpack(np.arange(BIG, dtype=np.float32))  # larger: one copy into a memory file
+    data = _pickled(big)
+    assert server_state() == (1, 1)  # a ticket for its file
+    v = _unpickled(data)
+    assert np.from_dlpack(v)[-1] == BIG - 1
+    del t, u, big, v
 
 
 def test_a_pickled_large_tensor_carries_a_ticket_taken_once():
@@ -351,28 +303,18 @@ def test_a_pickled_large_tensor_carries_a_ticket_taken_once():
 
 def test_the_server_hands_the_file_over_where_proc_is_closed():
     t = dlbridge.share(np.arange(BIG, dtype=np.float32))
-    rebuild, (ticket, description, read_only) = dlbridge._share._reduce(t)
-    assert rebuild is dlbridge._share._rebuild_served and not read_only
-    u = dlbridge._glue.share_fetch(ticket, description, via_proc=False)
+    rebuild, (ticket,) = dlbridge._share._reduce(t)
+    assert rebuild is dlbridge._share._rebuild
+    u = dlbridge._glue.share_ticket_open(ticket, via_server=True)
     assert element(u, 3) == 3.0 and server_state()[0] == 0  # handed over before the answer
     with pytest.raises(dlbridge.Error) as e:
-        dlbridge._glue.share_fetch(ticket, description, via_proc=False)
+        dlbridge._glue.share_ticket_open(ticket, via_server=True)
     assert e.value.status_name == "DLB_ERR_DELETED" and "received already" in str(e.value)
-    for bad, what in [(ticket[:-1], "wrong size"), (b"XXXX" + ticket[4:], "magic"), (b"", "wrong size")]:
+    for bad, what in [(ticket[:-1], "truncated"), (b"XXXX" + ticket[4:], "not a dlbridge share ticket"),
+                      (b"", "truncated"), (ticket[64:], "a share ticket was expected")]:
         with pytest.raises(dlbridge.Error) as e:
-            dlbridge._glue.share_fetch(bad, description)
+            dlbridge._glue.share_ticket_open(bad)
         assert e.value.status_name == "DLB_ERR_MALFORMED" and what in str(e.value)
-    del u, t
-
-
-def test_without_the_server_the_resource_sharer_carries_the_file(monkeypatch):
-    monkeypatch.setattr(dlbridge._share, "_SERVE", False)
-    t = dlbridge.share(np.arange(4, dtype=np.float32))
-    rebuild, args = dlbridge._share._reduce(t)
-    assert rebuild is dlbridge._share._rebuild and server_state() == (0, 1)
-    u = rebuild(*args)  # served by the resource sharer, to ourselves
-    torch.from_dlpack(u)[1] = -2.0
-    assert element(t, 1) == -2.0
     del u, t
 
 
@@ -412,20 +354,17 @@ def test_a_forked_child_serves_its_own_and_takes_the_parents():
         mine = _pickled(dlbridge.share(np.zeros(BIG, dtype=np.float32)))
         if dlbridge._glue.share_server_state()[:2] != (1, 0) or _unpickled(mine).shape != (BIG,):
             return 4
-        v = _unpickled(small_data)  # from the slab the child inherited
-        if v.data_ptr != small.data_ptr or element(v, 15) != 15.0:
+        v = _unpickled(small_data)  # the parent's file, mapped again
+        if element(v, 15) != 15.0:
             return 5
         torch.from_dlpack(v)[15] = -1.0
-        w = dlbridge.share(np.zeros(2, dtype=np.float32))  # a slab of the child's own: none reused after fork
-        if small.data_ptr // 4096 - 16 <= w.data_ptr // 4096 <= small.data_ptr // 4096 + 16:
-            return 6
         return 0
 
     pid = _fork(child)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert settle((0, 1)) == (0, 1)  # the child took the ticket; its connection closed with it
-    assert element(small, 15) == -1.0  # the child's write, in the same slot
+    assert settle((0, 1)) == (0, 1)  # the child took the tickets; its connection closed with it
+    assert element(small, 15) == -1.0  # the child's write, in the same memory
     del t, small
 
 
@@ -462,7 +401,7 @@ def test_threads_unpickling_from_one_sender_at_once():
     def work(chunk):
         for d in chunk:
             u = _unpickled(d)
-            if element(u, 63) != 63.0 or (u.shape == (64,) and u.data_ptr != small.data_ptr):
+            if element(u, 63) != 63.0:
                 bad.append(d)
 
     threads = [threading.Thread(target=work, args=(datas[i::4],)) for i in range(4)]

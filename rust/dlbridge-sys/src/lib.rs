@@ -488,49 +488,21 @@ extern "C" {
     pub fn dlb_share_send(socket_fd: i32, descriptor: *const dlb_share_descriptor) -> dlb_status;
     pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;
     pub fn dlb_shared_mappings() -> i64;
+    pub fn dlb_share_ticket_issue(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_ticket) -> dlb_status;
+    pub fn dlb_share_ticket_open(ticket: *const u8, size: usize, flags: u64, out: *mut *mut dlb_buffer) -> dlb_status;
+    pub fn dlb_share_ticket_server(held: *mut i64, connections: *mut i64, links: *mut i64) -> i32;
 }
 
-// The small-tensor pool (share.h).
+/// Largest ticket in bytes (`dlb_share_ticket`): 64 bytes of source and a
+/// description.
+pub const DLB_SHARE_TICKET_MAX: usize = 64 + DLB_SHARE_DESCRIPTION_MAX;
+/// `dlb_share_ticket_open` flag: ask the issuer's server for the file.
+pub const DLB_SHARE_VIA_SERVER: u64 = 1 << 3;
 
-/// `dlb_buffer_copy_shared()` flag: a small writable copy goes into a pool slot.
-pub const DLB_SHARE_POOLED: u64 = 1 << 3;
-/// Largest tensor the pool takes (bytes).
-pub const DLB_SHARE_POOL_MAX_BYTES: usize = 64 * 1024;
-/// Largest ticket in bytes.
-pub const DLB_SHARE_POOL_TICKET_MAX: usize = 64 + DLB_SHARE_DESCRIPTION_MAX;
-
-/// A ticket for one pooled tensor: plain bytes, `size` of them used.
+/// A ticket: `size` bytes of `bytes` in use.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct dlb_share_pool_ticket {
+pub struct dlb_share_ticket {
     pub size: u32,
-    pub bytes: [u8; DLB_SHARE_POOL_TICKET_MAX],
-}
-
-/// What the pool holds in this process (`dlb_share_pool_stats()`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct dlb_share_pool_state {
-    pub slabs: i64,
-    pub references: i64,
-}
-
-extern "C" {
-    pub fn dlb_share_pool_issue(buffer: *mut dlb_buffer, out: *mut dlb_share_pool_ticket) -> dlb_status;
-    pub fn dlb_share_pool_ticket_source(
-        ticket: *const dlb_share_pool_ticket,
-        pid: *mut i32,
-        fd: *mut i32,
-        dev: *mut u64,
-        ino: *mut u64,
-    ) -> dlb_status;
-    pub fn dlb_share_pool_open(
-        ticket: *const dlb_share_pool_ticket,
-        fd: i32,
-        flags: u64,
-        out: *mut *mut dlb_buffer,
-    ) -> dlb_status;
-    pub fn dlb_share_pool_file(dev: u64, ino: u64, out: *mut dlb_share_descriptor) -> dlb_status;
-    pub fn dlb_share_pool_stats(out: *mut dlb_share_pool_state) -> dlb_status;
-    pub fn dlb_share_pool_trim() -> i64;
+    pub bytes: [u8; DLB_SHARE_TICKET_MAX],
 }

@@ -15,10 +15,10 @@
 //! on `Drop`; a [`Buffer`] opened from it keeps a duplicate of its own, so
 //! the descriptor may be dropped right after opening or sending.
 //!
-//! Small tensors (`copy_shared` with [`DLB_SHARE_POOLED`]) live in slots
-//! of the small-tensor pool and travel as a [`PoolTicket`]: a receiver
-//! that keeps the slot's slab mapped opens it without a system call
-//! (docs/sharing.md, "The small-tensor pool").
+//! A [`Ticket`] hands a buffer to another process of this machine through
+//! any channel that carries bytes (a pipe, a Python `multiprocessing`
+//! queue): this process keeps the memory file until the receiver's
+//! [`Ticket::open`] takes it (docs/sharing.md, "Tickets").
 //!
 //! CUDA device memory of the library's CUDA backend is shared through CUDA
 //! IPC: its descriptor has no file ([`Descriptor::fd`] is `None`) and its
@@ -34,7 +34,7 @@ use crate::{Buffer, DLDataType, DLDevice, Result};
 
 use crate::ffi as sys;
 
-pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_POOLED, DLB_SHARE_POOL_MAX_BYTES, DLB_SHARE_READ_ONLY};
+pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY, DLB_SHARE_VIA_SERVER};
 
 /// What a description's memory is (`DLB_SHARE_KIND_*`), as the library
 /// reads it from the description ([`description_kind`]).
@@ -215,110 +215,50 @@ pub fn shared_mappings() -> i64 {
     unsafe { sys::dlb_shared_mappings() }
 }
 
-/// A ticket for one tensor of the small-tensor pool (`dlb_share_pool_issue`):
-/// plain bytes, to be sent as they are to a process of this machine, which
-/// opens it once with [`PoolTicket::open`]. It holds one reference to the
-/// slot until then (a ticket never opened keeps its slot from reuse until
-/// the slab's maker exits).
+/// A ticket for one buffer (`dlb_share_ticket_issue`): plain bytes, to be
+/// sent as they are to one process of this machine, which opens it once
+/// with [`Ticket::open`]. The issuing process keeps the buffer's memory
+/// file (in the library's ticket server) until then, or until it exits.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PoolTicket(Vec<u8>);
+pub struct Ticket(Vec<u8>);
 
-/// Where a pool ticket's slab file is: the issuing process, the slab's file
-/// descriptor number there, the file's device and inode
-/// (`dlb_share_pool_ticket_source`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolSource {
-    pub pid: i32,
-    pub fd: i32,
-    pub dev: u64,
-    pub ino: u64,
-}
-
-impl PoolTicket {
-    /// `dlb_share_pool_issue`: a ticket for a pooled `buffer` (one made by
-    /// `copy_shared` with `DLB_SHARE_POOLED`, or opened from a ticket);
-    /// `Status::NotZeroCopy` for any other.
-    pub fn issue(buffer: &Buffer) -> Result<PoolTicket> {
-        let mut t = sys::dlb_share_pool_ticket { size: 0, bytes: [0; sys::DLB_SHARE_POOL_TICKET_MAX] };
+impl Ticket {
+    /// `dlb_share_ticket_issue` (flags `DLB_SHARE_COPY_IF_NEEDED`,
+    /// `DLB_SHARE_READ_ONLY`); `buffer` stays the caller's.
+    pub fn issue(buffer: &Buffer, flags: u64) -> Result<Ticket> {
+        let mut t = sys::dlb_share_ticket { size: 0, bytes: [0; sys::DLB_SHARE_TICKET_MAX] };
         // SAFETY: a live handle; t is writable.
-        check(unsafe { sys::dlb_share_pool_issue(buffer.as_ptr(), &mut t) })?;
-        Ok(PoolTicket(t.bytes[..t.size as usize].to_vec()))
+        check(unsafe { sys::dlb_share_ticket_issue(buffer.as_ptr(), flags, &mut t) })?;
+        Ok(Ticket(t.bytes[..(t.size as usize).min(sys::DLB_SHARE_TICKET_MAX)].to_vec()))
     }
 
-    /// A ticket from bytes received (checked when it is used).
-    pub fn from_bytes(bytes: &[u8]) -> PoolTicket {
-        PoolTicket(bytes.to_vec())
+    /// A ticket received as bytes; the library checks it when it is opened.
+    pub fn from_bytes(bytes: &[u8]) -> Ticket {
+        Ticket(bytes.to_vec())
     }
 
-    /// The ticket's bytes, to send.
+    /// The ticket's bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.0
     }
 
-    fn to_c(&self) -> Result<sys::dlb_share_pool_ticket> {
-        if self.0.len() > sys::DLB_SHARE_POOL_TICKET_MAX {
-            return Err(Error::new(Status::Malformed, "a pool ticket has at most DLB_SHARE_POOL_TICKET_MAX bytes"));
-        }
-        let mut t =
-            sys::dlb_share_pool_ticket { size: self.0.len() as u32, bytes: [0; sys::DLB_SHARE_POOL_TICKET_MAX] };
-        t.bytes[..self.0.len()].copy_from_slice(&self.0);
-        Ok(t)
-    }
-
-    /// `dlb_share_pool_ticket_source`: where to take the slab's file from.
-    pub fn source(&self) -> Result<PoolSource> {
-        let t = self.to_c()?;
-        let mut s = PoolSource { pid: 0, fd: -1, dev: 0, ino: 0 };
-        // SAFETY: t is read during the call; the outputs are writable.
-        check(unsafe { sys::dlb_share_pool_ticket_source(&t, &mut s.pid, &mut s.fd, &mut s.dev, &mut s.ino) })?;
-        Ok(s)
-    }
-
-    /// `dlb_share_pool_open`: the tensor, from a slab this process maps
-    /// already (`fd` `None`), or mapped from the slab's file `fd` (borrowed:
-    /// it stays the caller's). `Ok(None)` when the slab is not mapped here
-    /// and `fd` is `None`: take the file ([`PoolTicket::source`]) and call
-    /// again. A ticket opens once (`Status::Deleted` after).
-    /// `DLB_SHARE_TAKE_FD` is refused, as in [`open_shared`].
-    pub fn open(&self, fd: Option<RawFd>, flags: u64) -> Result<Option<Buffer>> {
-        if flags & sys::DLB_SHARE_TAKE_FD != 0 {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                "PoolTicket::open borrows fd: DLB_SHARE_TAKE_FD would let the library close a descriptor it does not own",
-            ));
-        }
-        let t = self.to_c()?;
+    /// `dlb_share_ticket_open` (flags `DLB_SHARE_READ_ONLY`,
+    /// `DLB_SHARE_VIA_SERVER`): the buffer, mapped in this process.
+    pub fn open(&self, flags: u64) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
-        // SAFETY: t is read during the call; raw is writable.
-        check(unsafe { sys::dlb_share_pool_open(&t, fd.unwrap_or(-1), flags, &mut raw) })?;
-        if raw.is_null() {
-            return Ok(None);
-        }
-        take_buffer(raw).map(Some)
+        // SAFETY: the bytes are read during the call; raw is writable.
+        check(unsafe { sys::dlb_share_ticket_open(self.0.as_ptr(), self.0.len(), flags, &mut raw) })?;
+        take_buffer(raw)
     }
 }
 
-/// `dlb_share_pool_file`: the slab file with this device and inode, if
-/// this process maps it, as a descriptor (for a receiver that cannot take
-/// the file itself).
-pub fn pool_file(dev: u64, ino: u64) -> Result<Descriptor> {
-    let mut d = blank();
-    // SAFETY: d is writable.
-    check(unsafe { sys::dlb_share_pool_file(dev, ino, &mut d) })?;
-    Ok(Descriptor::from_c(&d))
-}
-
-/// `dlb_share_pool_stats`: `(slabs, references)` of the pool in this process.
-pub fn pool_state() -> (i64, i64) {
-    let mut st = sys::dlb_share_pool_state { slabs: 0, references: 0 };
-    // SAFETY: st is writable; the call fails only for NULL.
-    unsafe { sys::dlb_share_pool_stats(&mut st) };
-    (st.slabs, st.references)
-}
-
-/// `dlb_share_pool_trim`: unmaps the slabs this process holds nothing in;
-/// how many.
-pub fn pool_trim() -> i64 {
-    // SAFETY: no arguments.
-    unsafe { sys::dlb_share_pool_trim() }
+/// `dlb_share_ticket_server`: `(held, connections, links)` of this
+/// process's ticket server (files kept for tickets not yet opened, the
+/// connections it serves, the connections this process keeps to other
+/// issuers), for leak checks.
+pub fn ticket_server() -> (i64, i64, i64) {
+    let (mut held, mut connections, mut links) = (0, 0, 0);
+    // SAFETY: three writable counts.
+    unsafe { sys::dlb_share_ticket_server(&mut held, &mut connections, &mut links) };
+    (held, connections, links)
 }

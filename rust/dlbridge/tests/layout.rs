@@ -51,8 +51,7 @@ int main(void) {
   SIZE(dlb_status); SIZE(dlb_copy_policy); SIZE(DLDeviceType);
   SIZE(dlb_share_descriptor); OFF(dlb_share_descriptor, fd); OFF(dlb_share_descriptor, size);
   OFF(dlb_share_descriptor, description);
-  SIZE(dlb_share_pool_ticket); OFF(dlb_share_pool_ticket, size); OFF(dlb_share_pool_ticket, bytes);
-  SIZE(dlb_share_pool_state); OFF(dlb_share_pool_state, slabs); OFF(dlb_share_pool_state, references);
+  SIZE(dlb_share_ticket); OFF(dlb_share_ticket, size); OFF(dlb_share_ticket, bytes);
   CONST(DLB_OK); CONST(DLB_ERR_INVALID_ARGUMENT); CONST(DLB_ERR_OUT_OF_MEMORY);
   CONST(DLB_ERR_DELETED); CONST(DLB_ERR_NOT_ZERO_COPY); CONST(DLB_ERR_UNSUPPORTED_DTYPE);
   CONST(DLB_ERR_UNSUPPORTED_DEVICE); CONST(DLB_ERR_UNSUPPORTED_LAYOUT); CONST(DLB_ERR_READ_ONLY);
@@ -74,8 +73,7 @@ int main(void) {
   CONST(DLB_LAYOUT_DYNAMIC);
   CONST(DLPACK_FLAG_BITMASK_READ_ONLY); CONST(DLPACK_FLAG_BITMASK_IS_COPIED);
   CONST(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
-  CONST(DLB_SHARE_DESCRIPTION_MAX); CONST(DLB_SHARE_POOLED); CONST(DLB_SHARE_POOL_MAX_BYTES);
-  CONST(DLB_SHARE_POOL_TICKET_MAX);
+  CONST(DLB_SHARE_DESCRIPTION_MAX); CONST(DLB_SHARE_TICKET_MAX); CONST(DLB_SHARE_VIA_SERVER);
   CONST(kDLCPU);
   CONST(kDLInt); CONST(kDLUInt); CONST(kDLFloat); CONST(kDLOpaqueHandle); CONST(kDLBfloat);
   CONST(kDLComplex); CONST(kDLBool);
@@ -152,8 +150,7 @@ fn rust_layout() -> BTreeMap<String, usize> {
     layout!(m; dlb_copy_policy {});
     layout!(m; DLDeviceType {});
     layout!(m; dlb_share_descriptor { fd, size, description });
-    layout!(m; dlb_share_pool_ticket { size, bytes });
-    layout!(m; dlb_share_pool_state { slabs, references });
+    layout!(m; dlb_share_ticket { size, bytes });
     m
 }
 
@@ -242,9 +239,8 @@ fn constants_match_the_c_header() {
         ("DLPACK_FLAG_BITMASK_IS_COPIED", DLPACK_FLAG_BITMASK_IS_COPIED as i64),
         ("DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED", DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED as i64),
         ("DLB_SHARE_DESCRIPTION_MAX", DLB_SHARE_DESCRIPTION_MAX as i64),
-        ("DLB_SHARE_POOLED", DLB_SHARE_POOLED as i64),
-        ("DLB_SHARE_POOL_MAX_BYTES", DLB_SHARE_POOL_MAX_BYTES as i64),
-        ("DLB_SHARE_POOL_TICKET_MAX", DLB_SHARE_POOL_TICKET_MAX as i64),
+        ("DLB_SHARE_TICKET_MAX", DLB_SHARE_TICKET_MAX as i64),
+        ("DLB_SHARE_VIA_SERVER", DLB_SHARE_VIA_SERVER as i64),
         ("kDLCPU", kDLCPU as i64),
         ("kDLInt", kDLInt as i64),
         ("kDLUInt", kDLUInt as i64),
@@ -335,13 +331,10 @@ fn every_header_function_is_declared() {
         ("dlb_share_send", dlb_share_send as *const ()),
         ("dlb_share_recv", dlb_share_recv as *const ()),
         ("dlb_shared_mappings", dlb_shared_mappings as *const ()),
+        ("dlb_share_ticket_issue", dlb_share_ticket_issue as *const ()),
+        ("dlb_share_ticket_open", dlb_share_ticket_open as *const ()),
+        ("dlb_share_ticket_server", dlb_share_ticket_server as *const ()),
         ("dlb_buffer_is_shared", dlb_buffer_is_shared as *const ()),
-        ("dlb_share_pool_issue", dlb_share_pool_issue as *const ()),
-        ("dlb_share_pool_ticket_source", dlb_share_pool_ticket_source as *const ()),
-        ("dlb_share_pool_open", dlb_share_pool_open as *const ()),
-        ("dlb_share_pool_file", dlb_share_pool_file as *const ()),
-        ("dlb_share_pool_stats", dlb_share_pool_stats as *const ()),
-        ("dlb_share_pool_trim", dlb_share_pool_trim as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let names = header_functions();
