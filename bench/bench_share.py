@@ -23,14 +23,13 @@ memory (--breakdown shows it), which depends on what the kernel had free
 when the tensor was made; making them anew in rotated order gives every
 way the same luck.
 
-  dlbridge-queue   a dlbridge.Tensor on a multiprocessing queue (the
-                   ForkingPickler reducer: at 4 KiB a pool ticket, opened
-                   from the slab the worker keeps mapped; larger, a ticket
-                   for the sender's file, taken by the worker with
-                   pidfd_getfd)
-  dlbridge-file    the same, but every tensor in a memory file of its own
-                   (dlbridge.share without the small-tensor pool), as
-                   before the pool: the pool's gain at 4 KiB
+  dlbridge-queue   a dlbridge.Tensor in shared memory (dlbridge.share) on a
+                   multiprocessing queue (the ForkingPickler reducer: a
+                   ticket for the sender's file, dlb_share_ticket_issue,
+                   taken by the worker with pidfd_getfd)
+  dlbridge-plain   a dlbridge.Tensor of the numpy array (not shared) on the
+                   queue: the reducer's copy, by value up to 64 KiB, into
+                   a memory file above
   dlbridge-socket  dlbridge.share_send / share_recv over a Unix socket
   pickle-copy      the numpy array on a multiprocessing queue (its bytes
                    pickled and piped)
@@ -58,7 +57,7 @@ adjacent; read from /proc/self/pagemap, which gives page frame numbers
 to root only: "-" otherwise). One line per round, then each way's median
 first sum and release when the worker took it first and when second.
 --steps times the 4 KiB hand-over step by step, dlbridge through a queue
-(pooled, and with a file per tensor) beside pickling a copy, in rotated
+(shared, and not shared: by value) beside pickling a copy, in rotated
 order, ten times --rounds rounds: the round
 trip, a ForkingPickler.dumps of the payload (in the parent, after the
 round trip), and in the worker the unpickling, the sum (for dlbridge with
@@ -100,7 +99,7 @@ def _worker_queue(kind, inq, outq):
         item = inq.get()
         if item is None:
             return
-        if kind in ("dlbridge-queue", "dlbridge-file"):
+        if kind in ("dlbridge-queue", "dlbridge-plain"):
             s = float(np.from_dlpack(item).sum())
         elif kind == "pickle-copy":
             s = float(item.sum())
@@ -187,8 +186,8 @@ class Makers:
         a = self.arrays[label]
         if kind in ("dlbridge-queue", "dlbridge-socket"):
             return dlbridge.share(a)
-        if kind == "dlbridge-file":
-            return dlbridge.share(a)
+        if kind == "dlbridge-plain":
+            return dlbridge.from_dlpack(a)
         if kind == "pickle-copy":
             return a
         if kind == "shm-numpy":
@@ -378,7 +377,7 @@ def steps(rounds):
     ctx = mp.get_context("fork")
     a = np.random.default_rng(0).random(1024, dtype=np.float32)
     expect = float(a.sum())
-    kinds = ("dlbridge-queue", "dlbridge-file", "pickle-copy")
+    kinds = ("dlbridge-queue", "dlbridge-plain", "pickle-copy")
     ways = {}
     for k in kinds:
         inq, outq = ctx.Queue(), ctx.Queue()
@@ -392,8 +391,8 @@ def steps(rounds):
                 inq, outq, _ = ways[k]
                 if k == "dlbridge-queue":
                     payload = dlbridge.share(a)
-                elif k == "dlbridge-file":
-                    payload = dlbridge.share(a)
+                elif k == "dlbridge-plain":
+                    payload = dlbridge.from_dlpack(a)
                 else:
                     payload = a
                 t0 = time.perf_counter()
@@ -420,8 +419,8 @@ def steps(rounds):
     for k in kinds[:2]:
         print("%-16s" % ("%s - pickle" % k.split("-")[1]) +
               "".join("%12.1f" % (x - y) for x, y in zip(med[k], med["pickle-copy"])))
-    print("round trip, pickle-copy's over dlbridge-queue's: %.2f, over dlbridge-file's: %.2f"
-          % (med["pickle-copy"][0] / med["dlbridge-queue"][0], med["pickle-copy"][0] / med["dlbridge-file"][0]))
+    print("round trip, pickle-copy's over dlbridge-queue's: %.2f, over dlbridge-plain's: %.2f"
+          % (med["pickle-copy"][0] / med["dlbridge-queue"][0], med["pickle-copy"][0] / med["dlbridge-plain"][0]))
 
 
 def main():
@@ -452,7 +451,7 @@ def main():
     arrays = {label: np.random.default_rng(0).random(n // 4, dtype=np.float32) for label, n in SIZES}
     sizes = [(label, float(a.sum())) for label, a in arrays.items()]
     ctx = mp.get_context("fork")
-    ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-file": QueueWay("dlbridge-file", ctx),
+    ways = {"dlbridge-queue": QueueWay("dlbridge-queue", ctx), "dlbridge-plain": QueueWay("dlbridge-plain", ctx),
             "dlbridge-socket": SocketWay(),
             "pickle-copy": QueueWay("pickle-copy", ctx), "shm-numpy": QueueWay("shm-numpy", ctx)}
     if torch is not None:

@@ -58,10 +58,12 @@ extern "C" {
 /** dlb_buffer_share() flag: memory that is not shared yet is copied once
  *  into new shared memory (else DLB_ERR_NOT_ZERO_COPY). */
 #define DLB_SHARE_COPY_IF_NEEDED (UINT64_C(1) << 0)
-/** dlb_buffer_share() flag: the receiver gets read-only access (the
- *  descriptor's file descriptor is opened read-only). Implied for a
- *  read-only buffer. dlb_buffer_open_shared() flag: map read-only even when
- *  the descriptor allows writing. */
+/** Read-only: what the call makes is read-only, and it is implied when
+ *  what the call starts from (a buffer, a description) is read-only. The
+ *  descriptor or ticket of dlb_buffer_share() and dlb_share_ticket_issue()
+ *  (its file descriptor opened read-only, so receivers map it PROT_READ),
+ *  the copy of dlb_buffer_copy_shared(), the mapping of
+ *  dlb_buffer_open_shared() and dlb_share_ticket_open(). */
 #define DLB_SHARE_READ_ONLY (UINT64_C(1) << 1)
 /** dlb_buffer_open_shared() flag: the file descriptor is the library's from
  *  the call on, on success (the buffer keeps it, no duplicate is made) and

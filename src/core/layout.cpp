@@ -95,6 +95,8 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
         __builtin_mul_overflow(span, elem_bytes, &span_bytes))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte extent of the strided view overflows 64 bits", what(origin));
     if (!byte_addressable(t->dtype)) span_bytes = out.nbytes;
+    out.span_bytes = span_bytes;
+    out.below_bytes = (std::uint64_t{0} - static_cast<std::uint64_t>(out.min_offset)) * elem_bytes;  // <= span
     std::uint64_t end = 0;
     if (__builtin_add_overflow(span_bytes, t->byte_offset, &end))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte_offset %" PRIu64 " plus the view's extent overflows 64 bits",
@@ -107,7 +109,7 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
     // Lowest and highest byte addressed must lie within the address space.
     const std::uint64_t base = reinterpret_cast<std::uintptr_t>(t->data);
     std::uint64_t first = 0;
-    const std::uint64_t below = (std::uint64_t{0} - static_cast<std::uint64_t>(out.min_offset)) * elem_bytes;
+    const std::uint64_t below = out.below_bytes;
     std::uint64_t last = 0;
     if (__builtin_add_overflow(base, static_cast<std::uint64_t>(t->byte_offset), &first) || first < below ||
         __builtin_add_overflow(first - below, span_bytes, &last))

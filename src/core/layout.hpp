@@ -22,6 +22,11 @@ struct LayoutInfo {
   // (min <= 0 <= max); both 0 for an empty view.
   std::int64_t min_offset = 0;
   std::int64_t max_offset = 0;
+  // Bytes the view reaches, from `below` bytes before element 0 on, `span`
+  // of them (both 0 for an empty view): the view's memory is
+  // [data + byte_offset - below_bytes, ... + span_bytes).
+  std::uint64_t below_bytes = 0;
+  std::uint64_t span_bytes = 0;
   bool contiguous = true;        // compact row-major (NULL strides count)
   bool empty = false;            // some extent is 0
 };

@@ -258,10 +258,10 @@ bool seal_read_only(Mapping* m) noexcept {
 
 // A new shared buffer with `buffer`'s elements, compact; `*mapping_out`
 // (optional) receives its mapping.
-dlb_status copy_into_shared(dlb_buffer* buffer, bool read_only, dlb_buffer** out, Mapping** mapping_out) noexcept {
+dlb_status copy_into_shared(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out, Mapping** mapping_out) noexcept {
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
-  read_only = read_only || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  const bool read_only = read_only_of(flags, (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0);
   DLTensor view;
   LayoutInfo info;
   DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared"));
@@ -282,36 +282,18 @@ dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) 
   if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY, "dlb_buffer_copy_shared"));
-  return copy_into_shared(buffer, (flags & DLB_SHARE_READ_ONLY) != 0, out, nullptr);
+  return copy_into_shared(buffer, flags, out, nullptr);
 }
 
 }  // namespace
 
+// Bytes [lo, hi) of host memory a buffer's view reaches (lo == hi for an
+// empty view, at its data address), as the core measures it.
 static void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
-  const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
-  for (std::int32_t i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] == 0) {  // an empty view's strides are not checked: no arithmetic on them
-      *lo = *hi = reinterpret_cast<std::uintptr_t>(t.data);
-      return;
-    }
-  }
-  std::int64_t min_el = 0;
-  std::int64_t max_el = 0;
-  for (std::int32_t i = 0; i < t.ndim; ++i) {
-    const std::int64_t reach = (t.shape[i] - 1) * t.strides[i];  // checked when the buffer was made
-    if (reach < 0) min_el += reach; else max_el += reach;
-  }
-  const std::uint64_t bits = element_bits(t.dtype);
-  if (bits % 8 != 0) {  // sub-byte elements are compact
-    std::uint64_t numel = 1;
-    for (std::int32_t i = 0; i < t.ndim; ++i) numel *= static_cast<std::uint64_t>(t.shape[i]);
-    *lo = origin;
-    *hi = origin + (numel * bits + 7) / 8;
-    return;
-  }
-  const std::int64_t esize = static_cast<std::int64_t>(bits / 8);
-  *lo = origin + static_cast<std::uintptr_t>(min_el * esize);
-  *hi = origin + static_cast<std::uintptr_t>((max_el + 1) * esize);
+  LayoutInfo info;
+  (void)check_layout(&t, Origin::argument, false, &info);  // a buffer's view: checked when it was made
+  *lo = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - info.below_bytes;
+  *hi = *lo + info.span_bytes;
 }
 
 namespace {
@@ -322,7 +304,7 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   DLB_TRY(check_flags(flags, DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY, "dlb_buffer_share"));
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
-  const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  const bool read_only = read_only_of(flags, (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0);
   if (cuda_ipc_shareable(buffer)) return cuda_ipc_share(buffer, read_only, out);
   if (device_type_of(t.device) == kDLCPU && t.data != nullptr) {
     std::uintptr_t lo = 0;
@@ -368,7 +350,7 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   // ms slower (docs/sharing.md, "A copy's pages").
   dlb_buffer* copy = nullptr;
   Mapping* m = nullptr;
-  DLB_TRY(copy_into_shared(buffer, read_only, &copy, &m));
+  DLB_TRY(copy_into_shared(buffer, flags, &copy, &m));
 #if defined(MADV_COLD)
   (void)madvise(m->base, m->size, MADV_COLD);
 #endif
@@ -401,17 +383,13 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (description == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "description is NULL");
   DLB_TRY(check_flags(flags, DLB_SHARE_READ_ONLY | DLB_SHARE_TAKE_FD, "dlb_buffer_open_shared"));
-  const bool cuda_kind =
-      declared_kind(static_cast<const unsigned char*>(description), size) == DLB_SHARE_KIND_CUDA_IPC;
-  if (fd < 0 && !cuda_kind) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd is %" PRId32, fd);
+  DLB_TRY(check_fd_for_kind(declared_kind(static_cast<const unsigned char*>(description), size), fd,
+                            DLB_ERR_INVALID_ARGUMENT, "fd"));
   Description d;
   DLB_TRY(parse_description(description, size, &d));
-  if (d.kind == DLB_SHARE_KIND_CUDA_IPC) {
-    if (fd != -1)
-      return set_error(DLB_ERR_INVALID_ARGUMENT,
-                       "fd is %" PRId32 " but a CUDA IPC description names its memory by handle (fd must be -1)", fd);
-    return cuda_ipc_open(d, (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0, out);
-  }
+  DLB_TRY(check_fd_for_kind(d.kind, fd, DLB_ERR_INVALID_ARGUMENT, "fd"));
+  const bool read_only = read_only_of(flags, (d.flags & kDescReadOnly) != 0);
+  if (d.kind == DLB_SHARE_KIND_CUDA_IPC) return cuda_ipc_open(d, read_only, out);
   struct stat st;
   DLB_TRY(check_memory_file(fd, &st));
   if (static_cast<std::uint64_t>(st.st_size) != d.file_size)
@@ -423,7 +401,6 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   if (mode < 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %" PRId32 ": F_GETFL failed: %s", fd, std::strerror(errno));
   const bool fd_read_only = (mode & O_ACCMODE) == O_RDONLY;
-  const bool read_only = (flags & DLB_SHARE_READ_ONLY) != 0 || (d.flags & kDescReadOnly) != 0;
   if (fd_read_only && !read_only)
     return set_error(DLB_ERR_READ_ONLY,
                      "the description allows writing but fd %" PRId32 " was opened read-only; open it with "

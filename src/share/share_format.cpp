@@ -131,6 +131,15 @@ std::uint32_t declared_kind(const unsigned char* bytes, std::size_t size) noexce
   return static_cast<std::uint32_t>((get(bytes + 16, 8) & kKindMask) >> kKindShift);
 }
 
+dlb_status check_fd_for_kind(std::uint32_t kind, std::int64_t fd, dlb_status status, const char* what) noexcept {
+  if (kind == DLB_SHARE_KIND_CUDA_IPC && fd != -1)
+    return set_error(status, "%s is %" PRId64 " but a CUDA IPC description carries no file (fd must be -1)", what, fd);
+  if (kind != DLB_SHARE_KIND_CUDA_IPC && fd < 0)
+    return set_error(status, "%s is %" PRId64 ": a host description needs its memory file, and there is none", what,
+                     fd);
+  return DLB_OK;
+}
+
 std::uint32_t declared_size(const unsigned char* prefix) noexcept {
   if (std::memcmp(prefix, kMagic, 4) != 0) return 0;
   return static_cast<std::uint32_t>(get(prefix + 8, 4));
@@ -190,34 +199,16 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
     return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
                      "the share description lays sub-byte elements (%u bits) out with strides; they must be compact",
                      static_cast<unsigned>(element_bits(d.dtype)));
-  if (!info.empty) {
-    // Bytes [first, end) of the file that the layout reaches.
-    const std::uint64_t esize = byte_addressable(d.dtype) ? element_bits(d.dtype) / 8 : 1;
-    std::uint64_t below = 0;  // bytes before element 0
-    std::uint64_t span = 0;   // bytes from element 0 on
-    if (byte_addressable(d.dtype)) {
-      if (__builtin_mul_overflow(std::uint64_t{0} - static_cast<std::uint64_t>(info.min_offset), esize, &below) ||
-          __builtin_mul_overflow(static_cast<std::uint64_t>(info.max_offset) + 1, esize, &span))
-        return set_error(DLB_ERR_OVERFLOW, "the share description's layout spans more than 64 bits of bytes");
-    } else {
-      span = info.nbytes;
-    }
-    std::uint64_t end = 0;
-    if (__builtin_add_overflow(d.byte_offset, span, &end))
-      return set_error(DLB_ERR_OVERFLOW, "the share description's byte offset %" PRIu64 " plus its extent passes 64 bits",
-                       d.byte_offset);
-    if (below > d.byte_offset)
-      return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches %" PRIu64
-                       " bytes before the start of the file (byte offset %" PRIu64 ")",
-                       below - d.byte_offset, d.byte_offset);
-    if (end > d.file_size)
-      return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches byte %" PRIu64
-                       " but the file it declares has %" PRIu64 " bytes", end, d.file_size);
-    d.reach_begin = d.byte_offset - below;
-    d.reach_end = end;
-  } else {
-    d.reach_begin = d.reach_end = d.byte_offset;
-  }
+  // Bytes [byte_offset - below, + span) of the file that the layout reaches
+  // (check_layout made sure byte_offset plus the span fits 64 bits).
+  if (info.below_bytes > d.byte_offset)
+    return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches %" PRIu64
+                     " bytes before the start of the file (byte offset %" PRIu64 ")",
+                     info.below_bytes - d.byte_offset, d.byte_offset);
+  const std::uint64_t end = d.byte_offset - info.below_bytes + info.span_bytes;
+  if (end > d.file_size)
+    return set_error(DLB_ERR_MALFORMED, "the share description's layout reaches byte %" PRIu64
+                     " but the file it declares has %" PRIu64 " bytes", end, d.file_size);
   *out = d;
   return DLB_OK;
 }
@@ -264,9 +255,9 @@ dlb_status parse_ticket(const void* bytes, std::size_t size, Ticket* out, Descri
   t.description = p + kTicketHeader;
   t.description_size = size - kTicketHeader;
   DLB_TRY(parse_description(t.description, t.description_size, d));
-  if ((t.fd >= 0) != (d->kind == DLB_SHARE_KIND_HOST) || (t.fd >= 0 && t.pid <= 0))
-    return set_error(DLB_ERR_MALFORMED, "the share ticket names file descriptor %" PRId32 " of process %" PRId32
-                     " for a %s description", t.fd, t.pid, d->kind == DLB_SHARE_KIND_HOST ? "host" : "CUDA IPC");
+  DLB_TRY(check_fd_for_kind(d->kind, t.fd, DLB_ERR_MALFORMED, "the share ticket's file descriptor"));
+  if (t.fd >= 0 && t.pid <= 0)
+    return set_error(DLB_ERR_MALFORMED, "the share ticket names process %" PRId32, t.pid);
   *out = t;
   return DLB_OK;
 }

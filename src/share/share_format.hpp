@@ -91,8 +91,6 @@ struct Description {
   std::int64_t strides[DLB_MAX_NDIM] = {};
   unsigned char mem_handle[kIpcHandle] = {};    // CUDA only
   unsigned char event_handle[kIpcHandle] = {};  // CUDA only
-  std::uint64_t reach_begin = 0;  // bytes [reach_begin, reach_end) of the file the layout reaches
-  std::uint64_t reach_end = 0;
 };
 
 // The view a parsed description lays over memory starting at `base`, on
@@ -119,6 +117,18 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
 // kDescPrefix bytes are not a description's prefix (for the socket
 // framing).
 std::uint32_t declared_size(const unsigned char* prefix) noexcept;
+
+// The one read-only rule: what a call makes (a descriptor, a ticket, a
+// copy, a mapping) is read-only when DLB_SHARE_READ_ONLY asks for it or its
+// source (a buffer, a description) is read-only.
+inline bool read_only_of(std::uint64_t flags, bool source_read_only) noexcept {
+  return (flags & DLB_SHARE_READ_ONLY) != 0 || source_read_only;
+}
+
+// The rule of a descriptor's file: a host description comes with its
+// memory file (fd >= 0), a CUDA IPC description with none (fd -1).
+// DLB_OK, or `status` with a message naming `what` (where the fd is).
+dlb_status check_fd_for_kind(std::uint32_t kind, std::int64_t fd, dlb_status status, const char* what) noexcept;
 
 // The kind `size` bytes of a description declare (unchecked; host when
 // they are too few to say), for the socket framing and the fd rule: a CUDA

@@ -36,11 +36,8 @@ dlb_status send_impl(std::int32_t socket_fd, const dlb_share_descriptor* d) {
                      DLB_SHARE_DESCRIPTION_MAX);
   // A CUDA IPC description names its memory by handle and travels alone.
   const bool cuda = declared_kind(d->description, d->size) == DLB_SHARE_KIND_CUDA_IPC;
-  if (cuda && d->fd >= 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "descriptor->fd is %" PRId32 " but a CUDA IPC description carries no file (fd must be -1)", d->fd);
-  if (!cuda && d->fd < 0)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "descriptor->fd is %" PRId32 " (no file to send)", d->fd);
+  DLB_TRY(check_fd_for_kind(declared_kind(d->description, d->size), d->fd, DLB_ERR_INVALID_ARGUMENT,
+                            "descriptor->fd"));
   std::size_t sent = 0;
   while (sent < d->size) {
     iovec iov;
@@ -177,11 +174,8 @@ dlb_status recv_impl(std::int32_t socket_fd, dlb_share_descriptor* out) {
       }
     }
   }
-  const bool cuda = declared_kind(buf, have) == DLB_SHARE_KIND_CUDA_IPC;
-  if (cuda && fd.fd >= 0)
-    return set_error(DLB_ERR_MALFORMED, "a CUDA IPC share description arrived with a file descriptor (it has none)");
-  if (!cuda && fd.fd < 0)
-    return set_error(DLB_ERR_MALFORMED, "the share description arrived without a file descriptor");
+  DLB_TRY(check_fd_for_kind(declared_kind(buf, have), fd.fd, DLB_ERR_MALFORMED,
+                            "the file descriptor that arrived with the share description"));
   out->fd = fd.fd;
   fd.fd = -1;
   out->size = static_cast<std::uint32_t>(have);

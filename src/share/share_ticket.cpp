@@ -436,7 +436,7 @@ dlb_status open_impl(const void* bytes, std::size_t size, std::uint64_t flags, d
   DLB_TRY(parse_ticket(bytes, size, &t, &d));
   const std::uint64_t open_flags = flags & DLB_SHARE_READ_ONLY;
   if (t.fd < 0) return dlb_buffer_open_shared(-1, t.description, t.description_size, open_flags, out);
-  const bool read_only = (open_flags != 0) || (d.flags & kDescReadOnly) != 0;
+  const bool read_only = read_only_of(flags, (d.flags & kDescReadOnly) != 0);
   init_once();
   unsigned char m[kRequestSize];
   write_request(kRelease, t.token, m);
