@@ -4,10 +4,11 @@
 //! use dlbridge::share;
 //! use dlbridge::DLDataType;
 //! let f32 = DLDataType { code: 2, bits: 32, lanes: 1 };
+//! use dlbridge::ShareFlags;
 //! let buf = share::alloc_shared(f32, &[4, 4]).unwrap();     // in shared memory
-//! let d = share::share(&buf, 0).unwrap();                   // fd + description
+//! let d = share::share(&buf, ShareFlags::empty()).unwrap(); // fd + description
 //! assert_eq!(d.kind().unwrap(), share::Kind::Host);
-//! let same = d.open(0).unwrap();                            // what a receiver does
+//! let same = d.open(ShareFlags::empty()).unwrap();          // what a receiver does
 //! assert_eq!(same.shape(), &[4, 4]);
 //! ```
 //!
@@ -15,7 +16,7 @@
 //! on `Drop`; a [`Buffer`] opened from it keeps a duplicate of its own, so
 //! the descriptor may be dropped right after opening or sending.
 //!
-//! Small tensors (`copy_shared` with [`DLB_SHARE_POOLED`]) live in slots
+//! Small tensors (`copy_shared` with [`ShareFlags::POOLED`]) live in slots
 //! of the small-tensor pool and travel as a [`PoolTicket`]: a receiver
 //! that keeps the slot's slab mapped opens it without a system call
 //! (docs/sharing.md, "The small-tensor pool").
@@ -30,11 +31,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 
 use crate::error::{check, Error, Status};
-use crate::{Buffer, DLDataType, DLDevice, Result};
+use crate::{Buffer, DLDataType, DLDevice, Result, ShareFlags};
 
 use crate::ffi as sys;
 
-pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_POOLED, DLB_SHARE_POOL_MAX_BYTES, DLB_SHARE_READ_ONLY};
+pub use sys::DLB_SHARE_POOL_MAX_BYTES;
 
 /// What a description's memory is (`DLB_SHARE_KIND_*`), as the library
 /// reads it from the description ([`description_kind`]).
@@ -100,7 +101,7 @@ impl Descriptor {
 
     /// `dlb_buffer_open_shared`: maps the memory in this process (opens the
     /// CUDA IPC handles for a CUDA description).
-    pub fn open(&self, flags: u64) -> Result<Buffer> {
+    pub fn open(&self, flags: ShareFlags) -> Result<Buffer> {
         open_shared(self.fd(), &self.description, flags)
     }
 
@@ -128,54 +129,45 @@ fn blank() -> sys::dlb_share_descriptor {
     sys::dlb_share_descriptor { fd: -1, size: 0, description: [0; sys::DLB_SHARE_DESCRIPTION_MAX] }
 }
 
-fn take_buffer(raw: *mut crate::ffi::dlb_buffer) -> Result<Buffer> {
-    // SAFETY: a new handle the library just gave us.
-    match unsafe { Buffer::from_raw(raw) } {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            // SAFETY: still ours on failure.
-            unsafe { crate::ffi::dlb_buffer_release(raw) };
-            Err(e)
-        }
-    }
-}
-
 /// `dlb_buffer_alloc_shared`: a zero-filled host tensor in shared memory.
 pub fn alloc_shared(dtype: DLDataType, shape: &[i64]) -> Result<Buffer> {
     let mut raw = ptr::null_mut();
-    let cpu = DLDevice { device_type: 1, device_id: 0 };
+    let ndim = i32::try_from(shape.len())
+        .map_err(|_| Error::new(Status::InvalidArgument, format!("ndim {} is too large", shape.len())))?;
     // SAFETY: shape is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_alloc_shared(cpu, dtype, shape.len() as i32, shape.as_ptr(), &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_alloc_shared(DLDevice::CPU, dtype, ndim, shape.as_ptr(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_buffer_copy_shared`: a new shared buffer with `buffer`'s elements
-/// (compact), read-only when `flags` has `DLB_SHARE_READ_ONLY` or `buffer`
+/// (compact), read-only when `flags` has `ShareFlags::READ_ONLY` or `buffer`
 /// is; `buffer` stays the caller's.
-pub fn copy_shared(buffer: &Buffer, flags: u64) -> Result<Buffer> {
+pub fn copy_shared(buffer: &Buffer, flags: ShareFlags) -> Result<Buffer> {
     let mut raw = ptr::null_mut();
     // SAFETY: a live handle; raw is writable.
-    check(unsafe { sys::dlb_buffer_copy_shared(buffer.as_ptr(), flags, &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_copy_shared(buffer.as_ptr(), flags.bits(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_buffer_share`: the descriptor of `buffer` (flags
-/// `DLB_SHARE_COPY_IF_NEEDED`, `DLB_SHARE_READ_ONLY`). CUDA device memory
+/// `ShareFlags::COPY_IF_NEEDED`, `ShareFlags::READ_ONLY`). CUDA device memory
 /// of the library's CUDA backend gives a CUDA IPC descriptor (no file);
 /// keep `buffer` alive until every receiver has released what it opened.
-pub fn share(buffer: &Buffer, flags: u64) -> Result<Descriptor> {
+pub fn share(buffer: &Buffer, flags: ShareFlags) -> Result<Descriptor> {
     let mut d = blank();
     // SAFETY: a live handle; d is writable.
-    check(unsafe { sys::dlb_buffer_share(buffer.as_ptr(), flags, &mut d) })?;
+    check(unsafe { sys::dlb_buffer_share(buffer.as_ptr(), flags.bits(), &mut d) })?;
     Ok(Descriptor::from_c(&d))
 }
 
 /// `dlb_buffer_open_shared`: `fd` stays the caller's; `None` for a
-/// description without a file (CUDA IPC). `DLB_SHARE_TAKE_FD` is refused
+/// description without a file (CUDA IPC). `ShareFlags::TAKE_FD` is refused
 /// (`Status::InvalidArgument`): the fd is borrowed here, and the library
 /// would close it.
-pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<Buffer> {
-    if flags & sys::DLB_SHARE_TAKE_FD != 0 {
+pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: ShareFlags) -> Result<Buffer> {
+    if flags.contains(ShareFlags::TAKE_FD) {
         return Err(Error::new(
             Status::InvalidArgument,
             "open_shared borrows fd: DLB_SHARE_TAKE_FD would let the library close a descriptor it does not own",
@@ -184,8 +176,9 @@ pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<
     let mut raw = ptr::null_mut();
     let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags, &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags.bits(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_share_send` over a connected Unix socket.
@@ -236,7 +229,7 @@ pub struct PoolSource {
 
 impl PoolTicket {
     /// `dlb_share_pool_issue`: a ticket for a pooled `buffer` (one made by
-    /// `copy_shared` with `DLB_SHARE_POOLED`, or opened from a ticket);
+    /// `copy_shared` with `ShareFlags::POOLED`, or opened from a ticket);
     /// `Status::NotZeroCopy` for any other.
     pub fn issue(buffer: &Buffer) -> Result<PoolTicket> {
         let mut t = sys::dlb_share_pool_ticket { size: 0, bytes: [0; sys::DLB_SHARE_POOL_TICKET_MAX] };
@@ -279,9 +272,9 @@ impl PoolTicket {
     /// it stays the caller's). `Ok(None)` when the slab is not mapped here
     /// and `fd` is `None`: take the file ([`PoolTicket::source`]) and call
     /// again. A ticket opens once (`Status::Deleted` after).
-    /// `DLB_SHARE_TAKE_FD` is refused, as in [`open_shared`].
-    pub fn open(&self, fd: Option<RawFd>, flags: u64) -> Result<Option<Buffer>> {
-        if flags & sys::DLB_SHARE_TAKE_FD != 0 {
+    /// `ShareFlags::TAKE_FD` is refused, as in [`open_shared`].
+    pub fn open(&self, fd: Option<RawFd>, flags: ShareFlags) -> Result<Option<Buffer>> {
+        if flags.contains(ShareFlags::TAKE_FD) {
             return Err(Error::new(
                 Status::InvalidArgument,
                 "PoolTicket::open borrows fd: DLB_SHARE_TAKE_FD would let the library close a descriptor it does not own",
@@ -290,11 +283,12 @@ impl PoolTicket {
         let t = self.to_c()?;
         let mut raw = ptr::null_mut();
         // SAFETY: t is read during the call; raw is writable.
-        check(unsafe { sys::dlb_share_pool_open(&t, fd.unwrap_or(-1), flags, &mut raw) })?;
+        check(unsafe { sys::dlb_share_pool_open(&t, fd.unwrap_or(-1), flags.bits(), &mut raw) })?;
         if raw.is_null() {
             return Ok(None);
         }
-        take_buffer(raw).map(Some)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(raw) }.map(Some)
     }
 }
 
