@@ -18,7 +18,7 @@
 //   BM_ToHost*       dlb_buffer_to_host of a wrapped view (allocate + copy)
 //                    against malloc + memcpy + free of the same bytes
 //
-// Run: build/dev/bench/bench_copy [--benchmark_filter=...]
+// Run: build/bench/bench/bench_copy [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <dlbridge/dlbridge.h>
 #include <sys/mman.h>

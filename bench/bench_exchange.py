@@ -15,13 +15,13 @@ Python with timeit. The measures run in --repeat interleaved rounds and
 each figure is the median over the rounds (min..max beside it); the
 extensions are built with the running interpreter's compiler and headers.
 
-    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_exchange.py
+    PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_exchange.py
 
 With the peer environment's interpreter (numpy 2, tvm-ffi) it adds
 tvm_ffi.from_dlpack of numpy, tvm-ffi and dlbridge tensors and dlbridge
 taking tvm-ffi's:
 
-    PYTHONPATH=build/dev/python "$(scripts/peers-env --path)"/bin/python bench/bench_exchange.py
+    PYTHONPATH=build/bench/python "$(scripts/peers-env --path)"/bin/python bench/bench_exchange.py
 """
 
 import argparse

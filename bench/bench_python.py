@@ -3,14 +3,14 @@
 the same exchange between numpy (or torch) and itself, measured in the same
 process with timeit.
 
-    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_python.py [--number N] [--repeat R]
+    PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_python.py [--number N] [--repeat R]
 
 (the package as the build directory holds it; or without PYTHONPATH in a
 virtual environment where the wheel is installed). With the peer
 environment's interpreter the numpy rows are numpy 2's and tvm-ffi's
 from_dlpack is measured too (no goal):
 
-    PYTHONPATH=build/dev/python "$(scripts/peers-env --path)"/bin/python bench/bench_python.py
+    PYTHONPATH=build/bench/python "$(scripts/peers-env --path)"/bin/python bench/bench_python.py
 
 Each figure is the best of R repeats of N calls (the least disturbed run),
 per call in microseconds; a call includes dropping its result, so deleters

@@ -3,7 +3,7 @@
 dlbridge sharing beside pickling a copy, multiprocessing.shared_memory with a
 numpy view, and torch.multiprocessing, in one run, as ratios.
 
-    PYTHONPATH=build/dev/python /usr/bin/python3 bench/bench_share.py [--rounds R]
+    PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_share.py [--rounds R]
 
 Each way has its own worker process (forked before timing) that receives a
 tensor, sums it with numpy (the same code for every way), and sends the float back;

@@ -3,7 +3,7 @@
  * release, and an import re-exported. Counts, not seconds: repeatable
  * whatever else the machine does.
  *
- *   valgrind --tool=callgrind --callgrind-out-file=/dev/null build/rel/bench/callgrind_ops MODE 10000
+ *   valgrind --tool=callgrind --callgrind-out-file=/dev/null build/bench/bench/callgrind_ops MODE 10000
  *   MODE: none, export, import, reexport
  *
  * Instructions per operation = (Ir(MODE) - Ir(none)) / 10000; bench/README.md

@@ -25,7 +25,7 @@
 // spinning child process for the duration (stopped at the end).
 //
 // Run (release build):
-//   build/rel/bench/copy_diagnose [--view contiguous|transposed|reversed]
+//   build/bench/bench/copy_diagnose [--view contiguous|transposed|reversed]
 //       [--calls N] [--threads N] [--touch] [--no-huge] [--busy] [--parts]
 //       [--no-keep] [--parts-per-thread N] [--ab] [--src-huge] [--dest-order]
 //       [--ab-order] [--ab-stream]

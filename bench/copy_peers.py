@@ -51,11 +51,11 @@ own calls there (a machine that slows down for a while slows every
 method in the processes of that while).
 
 Usage:
-  PYTHONPATH=build/dev/python \\
+  PYTHONPATH=build/bench/python \\
     /usr/bin/python3 bench/copy_peers.py [--quick] [--reps N]
       [--sizes 256,1024,4096,8192x4096] [--dtypes float64,...]
       [--views transposed,...] [--json build/bench-results/copy-peers.json]
-  PYTHONPATH=build/rel/python \\
+  PYTHONPATH=build/bench/python \\
     /usr/bin/python3 bench/copy_peers.py --steady [--busy] [--processes N]
       [--calls N] [--peer-python PATH] [--json build/bench-results/copy-steady.json]
 """

@@ -1,8 +1,10 @@
 /* The C side of the dlbridge Python package (the dlbridge._glue extension),
  * shared by its C files:
  *
- *   _module.c   module state, setup, small module functions, errors,
- *               argument helpers, the interpreter-exit flag
+ *   _support.c  what every other file calls, and calls none of them: the
+ *               module state, errors, argument helpers, the
+ *               interpreter-exit flag
+ *   _module.c   the module: its definition, setup, small module functions
  *   _tensor.c   the dlbridge.Tensor type and its producer side (__dlpack__)
  *   _capsule.c  DLPack capsules out (export) and in (import), deleter shims
  *   _consumer.c dlbridge.from_dlpack: protocol negotiation, legacy producers,
@@ -48,11 +50,14 @@ typedef struct dlbpy_state {
   dlbpy_exchange_cache cache;  /* exchange tables of producer types */
 } dlbpy_state;
 
+/* The module's definition (_module.c; single-phase initialisation). */
+extern struct PyModuleDef dlbpy_module_def;
+
+/* ---- support (_support.c) --------------------------------------------- */
+
 /* The state of this interpreter's dlbridge._glue; NULL (no exception) before
  * the module is made or after it is gone. */
 dlbpy_state* dlbpy_state_get(void);
-
-/* ---- module (_module.c) ----------------------------------------------- */
 
 /* Raises dlbridge.Error(status, text) (RuntimeError before register());
  * returns NULL. */
@@ -70,6 +75,9 @@ PyObject* dlbpy_raise_buffer_error(dlb_status status);
  * interpreter has not started to exit (an atexit-registered flag). Once it
  * is false, callbacks leak what they would free (never a crash). */
 int dlbpy_interpreter_alive(void);
+
+/* Clears that flag for good (the module's atexit callback). */
+void dlbpy_mark_exiting(void);
 
 /* Keyword-only arguments of a METH_FASTCALL | METH_KEYWORDS call: values[i]
  * is the argument called names[i] (borrowed), or NULL when not given.

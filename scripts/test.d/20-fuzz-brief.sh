@@ -4,6 +4,7 @@
 # DLB_FUZZ_BRIEF_SECONDS (default 15) under ASan + UBSan. The targets are
 # built by scripts/fuzz from the sources (the build directory argument is
 # not needed). Long runs: scripts/fuzz 600.
+# timeout: 1200
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export DLB_FUZZ_BUILD=${DLB_FUZZ_BUILD:-build-rel-fuzz}

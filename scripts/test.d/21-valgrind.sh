@@ -2,6 +2,7 @@
 # valgrind memcheck over the C/C++ test suites (core, copy, reliability) and
 # the numpy part of the Python interop tests: no error, no byte definitely
 # lost. Usage: 21-valgrind.sh <configured and built meson build directory>
+# timeout: 1500
 set -euo pipefail
 build=$(cd "$1" && pwd)
 cd "$(dirname "$0")/../.."

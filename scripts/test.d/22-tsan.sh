@@ -5,6 +5,7 @@
 # other threads, concurrent imports, last-error isolation) and the
 # reliability suite, and the copy threads (copy_pool: split copies from
 # many threads while the setting changes). Usage: 22-tsan.sh <build dir> (not used: own build).
+# timeout: 1500
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=build-rel-tsan

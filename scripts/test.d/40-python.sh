@@ -6,11 +6,13 @@
 # hypothesis and mypy: --system-site-packages), with no index reachable
 # (PIP_NO_INDEX). Checks what was installed, and from a directory outside
 # the source tree runs `mypy --strict` over the installed package and the
-# whole Python suite (tests/python) against it: the DLPack exchanges with
+# whole Python suite (the folders of tests/python-suites.txt: tests/python,
+# tests/share) against it: the DLPack exchanges with
 # numpy and torch, the buffer protocol, lifetimes (threads, no GIL, exit
 # with exports alive), the cffi cdef, CUDA producers against the fake CUDA
 # driver of tests/cuda, and the property tests with a fixed seed and a
-# bounded example count.
+# bounded example count, sharing across processes (the C example's
+# producer and consumer, built by the tests, against Python).
 #
 #   bash scripts/test.d/40-python.sh <build-dir>
 #
@@ -98,6 +100,12 @@ echo "== 40-python: mypy --strict over the installed package"
 fake_cuda=$build/tests/cuda/libfake_cuda.so
 [ -f "$fake_cuda" ] || { echo "40-python: $fake_cuda is missing (build the tests)" >&2; exit 1; }
 
-echo "== 40-python: pytest tests/python against the installed package (from $outside)"
+share_example=$build/tests/share/share_tensor
+[ -x "$share_example" ] || { echo "40-python: $share_example is missing (build the tests)" >&2; exit 1; }
+suites=()
+while read -r dir; do suites+=("$root/tests/$dir"); done < <(grep -v '^#' "$root/tests/python-suites.txt")
+
+echo "== 40-python: pytest ${suites[*]#"$root/"} against the installed package (from $outside)"
 env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 DLB_TEST_FAKE_CUDA="$fake_cuda" \
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider --hypothesis-profile=ci "$root/tests/python"
+  DLB_SHARE_EXAMPLE="$share_example" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider --hypothesis-profile=ci "${suites[@]}"

@@ -12,18 +12,23 @@
 #      (the sdist one builds the sdist again, isolated, with Debian's python3);
 #   4. the one wheel, installed with `pip install --no-index --no-deps` into
 #      a fresh venv of every CPython here (pyenv 3.10 to 3.13 and Debian's
-#      3.11), runs tests/python: on the pyenv interpreters the tests that
-#      need only the standard library (the others skip themselves; pytest
-#      comes from Debian through a .pth file); on Debian's, seeing its
+#      3.11), runs the Python suite (the folders of tests/python-suites.txt):
+#      on the pyenv interpreters the tests that need only the standard
+#      library (the others skip themselves; pytest comes from Debian through
+#      a .pth file); on Debian's, seeing its
 #      numpy 1.24, torch, cffi and hypothesis (--system-site-packages), the
 #      whole suite; and the whole suite again with numpy 2 from the peer
 #      environment (scripts/peers-env), whose packages a .pth file adds
 #      to a fresh venv of its interpreter (the shared environment is only
-#      read).
-# Without the packaging tools (no package index) the stage says it is
-# skipped; 40-python.sh covers the offline route.
+#      read): there the JAX and tvm-ffi tests run too, JAX with four CPU
+#      devices (XLA_FLAGS).
+# Without the packaging tools (no package index) the stage is skipped
+# (exit 77); 40-python.sh covers the offline route. A CPython of the list or
+# the peer environment missing here: the rest runs, then the stage says
+# what it skipped (exit 77).
 #
 #   bash scripts/test.d/43-sdist.sh <build-dir>
+# timeout: 1800
 set -euo pipefail
 
 build=${1:?usage: 43-sdist.sh <build-dir>}
@@ -35,6 +40,10 @@ version=$(meson introspect --projectinfo "$build" | "$debian_py" -c 'import json
 
 fake_cuda=$build/tests/cuda/libfake_cuda.so
 [ -f "$fake_cuda" ] || { echo "43-sdist: $fake_cuda is missing (build the tests)" >&2; exit 1; }
+share_example=$build/tests/share/share_tensor
+[ -x "$share_example" ] || { echo "43-sdist: $share_example is missing (build the tests)" >&2; exit 1; }
+suites=()
+while read -r dir; do suites+=("$root/tests/$dir"); done < <(grep -v '^#' "$root/tests/python-suites.txt")
 
 out=$build/python-dist
 echo "== 43-sdist: sdist and wheel (scripts/python-wheel $out)"
@@ -44,7 +53,7 @@ rc=$?
 set -e
 if [ $rc -eq 3 ]; then
   echo "43-sdist: skipped: the packaging tools (python/requirements/build.txt) not installable here"
-  exit 0
+  exit 77
 fi
 [ $rc -eq 0 ] || exit 1
 sdist=$(echo "$artifacts" | sed -n 1p)
@@ -166,6 +175,7 @@ for name in pytest _pytest pluggy iniconfig py.py py packaging attr attrs except
 done
 
 ran=()
+skips=()
 suite() {  # suite LABEL PYTHON VENV_ARGS PTH_LINE PYTEST_ARGS...
   local label=$1 interpreter=$2 venv_args=$3 pth=$4
   shift 4
@@ -178,7 +188,8 @@ suite() {  # suite LABEL PYTHON VENV_ARGS PTH_LINE PYTEST_ARGS...
   [ -z "$pth" ] || echo "$pth" >"$site/extra-packages.pth"
   (cd "$tmp" && check_installed "$venv/bin/python") || { problem "not the venv's package: $label"; return 0; }
   if (cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 DLB_TEST_FAKE_CUDA="$fake_cuda" \
-        "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "$@" "$root/tests/python") >"$venv.log" 2>&1; then
+        XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu DLB_SHARE_EXAMPLE="$share_example" \
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "$@" "${suites[@]}") >"$venv.log" 2>&1; then
     ran+=("$label")
     echo "  $(tail -n 1 "$venv.log")"
   else
@@ -191,6 +202,7 @@ for v in 3.10 3.11 3.12 3.13; do
   interpreter=$(ls -d "$HOME"/.pyenv/versions/"$v".*/bin/python"$v" 2>/dev/null | sort -V | tail -n 1 || true)
   if [ -z "$interpreter" ]; then
     echo "== 43-sdist: CPython $v is not installed here (~/.pyenv/versions/$v.*): skipped"
+    skips+=("CPython $v")
     continue
   fi
   suite "CPython $v, standard library only" "$interpreter" "" "$tmp/pytest-lib" -W ignore::DeprecationWarning
@@ -204,6 +216,10 @@ if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
   peers_base=$(sed -n 's/^home = //p' "$peers/pyvenv.cfg")/python3
   peers_site=$("$peers/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   peers_numpy=$("$peers/bin/python" -c 'import numpy; print(numpy.__version__)')
+  for module in pytest numpy jax tvm_ffi; do
+    "$peers/bin/python" -c "import $module" >/dev/null 2>&1 \
+      || problem "the peer environment ($peers) cannot import $module, which python/requirements/peers.txt pins"
+  done
   hyp=()
   "$peers/bin/python" -c 'import hypothesis' 2>/dev/null && hyp=(--hypothesis-profile=ci)
   # The tests that pin numpy 1.24's limits skip themselves under numpy 2.
@@ -211,7 +227,12 @@ if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
     "$peers_base" "" "$peers_site" "${hyp[@]}"
 else
   echo "== 43-sdist: numpy 2: skipped: the peer environment not installable here ($peers)"
+  skips+=("numpy 2, JAX and tvm-ffi (no peer environment)")
 fi
 
 [ $fail -eq 0 ] || exit 1
 echo "43-sdist: $(basename "$wheel") passed on ${#ran[@]} interpreter setups: $(IFS=';'; echo "${ran[*]}")"
+if [ ${#skips[@]} -gt 0 ]; then
+  echo "43-sdist: skipped: $(IFS=';'; echo "${skips[*]}")"
+  exit 77
+fi

@@ -3,9 +3,8 @@
 # dlbridge, the safe layer) against the freshly built library: cargo test
 # --offline (the layout test compiles its C program with cc, or $CC; the
 # CUDA sharing test, tests/cuda_share.rs, loads the fake CUDA driver of
-# tests/cuda named by DLB_TEST_FAKE_CUDA), then
-# cargo clippy -D warnings and cargo fmt --check when those tools are
-# installed.
+# tests/cuda named by DLB_TEST_FAKE_CUDA), then cargo clippy -D warnings and
+# cargo fmt --check (both required: a missing tool fails the stage).
 #
 #   bash scripts/test.d/50-rust.sh <build-dir>
 set -euo pipefail
@@ -40,14 +39,11 @@ cd "$root/rust"
 echo "== 50-rust: cargo test --offline --workspace (library: $libdir)"
 cargo test --offline --workspace
 
-if cargo clippy --version >/dev/null 2>&1; then
-  echo "== 50-rust: cargo clippy --offline --workspace --all-targets -- -D warnings"
-  cargo clippy --offline --workspace --all-targets -- -D warnings
-else
-  echo "== 50-rust: cargo clippy is not installed; lint step skipped"
-fi
-if cargo fmt --version >/dev/null 2>&1; then
-  echo "== 50-rust: cargo fmt --check"
-  cargo fmt --all --check
-fi
+for tool in clippy fmt; do
+  cargo "$tool" --version >/dev/null 2>&1 || { echo "50-rust: cargo $tool is not installed (rustup component add ${tool/fmt/rustfmt}, or Debian's rust-clippy / rustfmt)" >&2; exit 1; }
+done
+echo "== 50-rust: cargo clippy --offline --workspace --all-targets -- -D warnings"
+cargo clippy --offline --workspace --all-targets -- -D warnings
+echo "== 50-rust: cargo fmt --all --check"
+cargo fmt --all --check
 echo "== 50-rust: OK"

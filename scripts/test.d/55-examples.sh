@@ -3,8 +3,8 @@
 # against the built library, run, and its output checked: producer and
 # consumer against examples/expected/ (addresses normalised), errors and
 # backend_fallback by the status lines they must print; then the demo's
-# tour when numpy and torch are installed. When valgrind is installed each
-# program also runs under it, leak-checked.
+# tour (with Debian's numpy and torch), and each program again under
+# valgrind, leak-checked. A missing numpy, torch or valgrind fails the stage.
 #
 #   bash scripts/test.d/55-examples.sh <build-dir>
 set -euo pipefail
@@ -15,6 +15,10 @@ root=$(pwd)
 [ -f "$root/examples/producer.c" ] || { echo "55-examples: run from the repository root" >&2; exit 2; }
 libdir=$(cd "$build/src" && pwd)
 [ -e "$libdir/libdlbridge.so" ] || { echo "55-examples: $libdir/libdlbridge.so is missing" >&2; exit 1; }
+
+command -v valgrind >/dev/null 2>&1 || { echo "55-examples: valgrind is not installed (scripts/install-deps)" >&2; exit 1; }
+/usr/bin/python3 -c "import numpy, torch" >/dev/null 2>&1 \
+  || { echo "55-examples: /usr/bin/python3 cannot import numpy and torch (scripts/install-deps)" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-examples.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -80,7 +84,7 @@ if [ -f "$tmp/backend_fallback.out" ]; then
 fi
 
 # The demo's tour (examples/demo_tour.py), when numpy and torch are there.
-if [ -x "$tmp/backend_fallback" ] && /usr/bin/python3 -c "import numpy, torch" >/dev/null 2>&1; then
+if [ -x "$tmp/backend_fallback" ]; then
   echo "== 55-examples: demo tour"
   if PYTHONPATH="$(dirname "$libdir")/python" \
       /usr/bin/python3 "$root/examples/demo_tour.py" "$tmp/backend_fallback" >"$tmp/tour.out" 2>&1; then
@@ -94,20 +98,14 @@ if [ -x "$tmp/backend_fallback" ] && /usr/bin/python3 -c "import numpy, torch" >
     cat "$tmp/tour.out" >&2
     fail "demo tour exited with a failure"
   fi
-else
-  echo "== 55-examples: numpy or torch missing for /usr/bin/python3; demo tour skipped"
 fi
 
-if command -v valgrind >/dev/null 2>&1; then
-  for p in $programs; do
-    [ -x "$tmp/$p" ] || continue
-    echo "== 55-examples: valgrind $p"
-    valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-      "$tmp/$p" >"$tmp/$p.vg.out" 2>&1 || { cat "$tmp/$p.vg.out" >&2; fail "$p under valgrind"; }
-  done
-else
-  echo "== 55-examples: valgrind not installed; memory check skipped"
-fi
+for p in $programs; do
+  [ -x "$tmp/$p" ] || continue
+  echo "== 55-examples: valgrind $p"
+  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+    "$tmp/$p" >"$tmp/$p.vg.out" 2>&1 || { cat "$tmp/$p.vg.out" >&2; fail "$p under valgrind"; }
+done
 
 if [ "$failed" -ne 0 ]; then
   echo "55-examples: FAILED" >&2

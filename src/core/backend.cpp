@@ -9,6 +9,7 @@
 #include "alloc.hpp"
 #include "backend.hpp"
 #include "buffer.hpp"
+#include "device.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
 

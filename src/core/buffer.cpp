@@ -7,6 +7,7 @@
 
 #include "alloc.hpp"
 #include "copy/copy_engine.hpp"
+#include "device.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "export.hpp"

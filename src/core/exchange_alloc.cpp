@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "dtype.hpp"
+#include "device.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "alloc.hpp"
 #include "buffer.hpp"
-#include "dtype.hpp"
+#include "device.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
 #include "streams.hpp"

@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 
+#include "device.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 

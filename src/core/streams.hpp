@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "dtype.hpp"
+#include "device.hpp"
 
 namespace dlb {
 

@@ -11,7 +11,7 @@
 
 #include "core/backend.hpp"
 #include "core/buffer.hpp"
-#include "core/dtype.hpp"
+#include "core/device.hpp"
 #include "core/errors.hpp"
 #include "core/layout.hpp"
 #include "cuda_backend.hpp"

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "core/dtype.hpp"
+#include "core/device.hpp"
 
 namespace dlb {
 

@@ -6,6 +6,7 @@
 
 #include "core/alloc.hpp"
 #include "core/buffer.hpp"
+#include "core/device.hpp"
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
 #include "cuda_internal.hpp"

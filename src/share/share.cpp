@@ -25,6 +25,7 @@
 
 #include "core/buffer.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "core/device.hpp"
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
 #include "core/layout.hpp"

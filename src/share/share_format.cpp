@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "core/device.hpp"
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
 #include "core/layout.hpp"

@@ -26,7 +26,7 @@ import xproducer  # noqa: E402
 
 def _library_path():
     """DLBRIDGE_LIBRARY, else the library the dlbridge package loaded, else
-    build/dev's."""
+    build/test's."""
     path = os.environ.get("DLBRIDGE_LIBRARY")
     if path:
         return path
@@ -35,7 +35,7 @@ def _library_path():
 
         return dlbridge._lib.path
     except ImportError:
-        return os.path.join(build_ext.ROOT, "build", "dev", "src", "libdlbridge.so")
+        return os.path.join(build_ext.ROOT, "build", "test", "src", "libdlbridge.so")
 
 
 @pytest.fixture(scope="session")

@@ -172,9 +172,8 @@ def write_markdown(doc, cells, reasons, out):
         lines.append("")
     lines += ["## Regenerating", "",
               "```sh",
-              "PYTHONPATH=build/dev/python /usr/bin/python3 tests/interop/make_doc.py",
-              "```", "",
-              "The run took %.0f s (three worker processes)." % doc["seconds"], ""]
+              "PYTHONPATH=build/test/python /usr/bin/python3 tests/interop/make_doc.py",
+              "```", ""]
     with open(out, "w") as f:
         f.write("\n".join(lines))
 

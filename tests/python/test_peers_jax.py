@@ -1,5 +1,5 @@
-"""from_dlpack against real JAX (the modern peer environment, see
-scripts/test.d/44-python-peers.sh): zero-copy for a single-device array,
+"""from_dlpack against real JAX (the modern peer environment, whose run
+is in scripts/test.d/43-sdist.sh): zero-copy for a single-device array,
 the host-copy cure for arrays sharded over several CPU devices, its refusal
 under copy=False, deleted and donated arrays, the stream rule on CPU."""
 
@@ -9,8 +9,7 @@ import os
 import pytest
 
 # Several CPU devices, so that a sharded array is real here; only effective
-# before jax is first imported (44-python-peers.sh sets it in the
-# environment).
+# before jax is first imported (43-sdist.sh sets it in the environment).
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
 try:

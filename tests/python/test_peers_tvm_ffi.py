@@ -1,5 +1,5 @@
 """The DLPack C exchange API against apache-tvm-ffi (the modern peer
-environment, see scripts/test.d/44-python-peers.sh), both directions, each
+environment, whose run is in scripts/test.d/43-sdist.sh), both directions, each
 test showing which path was taken.
 
 tvm-ffi 0.1.15 publishes __dlpack_c_exchange_api__ on

@@ -338,7 +338,23 @@ extern "C" {
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
 
-    // CUDA
+    // Copy threads
+    pub fn dlb_set_copy_threads(n: c_int) -> dlb_status;
+    pub fn dlb_copy_threads() -> c_int;
+
+    // DLPack C exchange API
+    pub fn dlb_managed_tensor_alloc(
+        prototype: *mut DLTensor,
+        out: *mut *mut DLManagedTensorVersioned,
+        error_ctx: *mut c_void,
+        set_error: Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>,
+    ) -> i32;
+}
+
+// The CUDA backend's entry points (feature `cuda`, on by default). A library
+// built without CUDA exports them too; each refuses.
+#[cfg(feature = "cuda")]
+extern "C" {
     pub fn dlb_cuda_backend_create(device_id: i32, out: *mut *mut dlb_backend) -> dlb_status;
     pub fn dlb_cuda_buffer_alloc(
         backend: *mut dlb_backend,
@@ -372,17 +388,6 @@ extern "C" {
     pub fn dlb_cuda_buffer_set_stream(buffer: *mut dlb_buffer, stream: i64) -> dlb_status;
     pub fn dlb_cuda_buffer_stream(buffer: *const dlb_buffer, out: *mut i64) -> dlb_status;
 
-    // Copy threads
-    pub fn dlb_set_copy_threads(n: c_int) -> dlb_status;
-    pub fn dlb_copy_threads() -> c_int;
-
-    // DLPack C exchange API
-    pub fn dlb_managed_tensor_alloc(
-        prototype: *mut DLTensor,
-        out: *mut *mut DLManagedTensorVersioned,
-        error_ctx: *mut c_void,
-        set_error: Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>,
-    ) -> i32;
 }
 
 pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;

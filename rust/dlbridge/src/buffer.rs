@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::dtype::{DataTypeExt, DeviceExt, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{self, DLDataType, DLDevice, DLTensor};
+use crate::flags::BufferFlags;
 use crate::options::ExportOptions;
 use crate::tensor::{LegacyManagedTensor, ManagedTensor};
 
@@ -164,9 +165,14 @@ impl Buffer {
         Ok(Buffer { raw, meta: Arc::new(meta) })
     }
 
-    /// Wraps a fresh handle returned by a successful C call.
-    fn from_new(raw: *mut ffi::dlb_buffer) -> Result<Buffer> {
-        // SAFETY: a handle just created by the library, owned by us.
+    /// Wraps a fresh handle returned by a successful C call: the one place
+    /// the crate takes a new handle over (and releases it if that fails).
+    ///
+    /// # Safety
+    /// `raw` must be a live handle whose one reference the caller owns and
+    /// gives up here, on success and on failure.
+    pub(crate) unsafe fn from_new(raw: *mut ffi::dlb_buffer) -> Result<Buffer> {
+        // SAFETY: per the contract above.
         match unsafe { Buffer::from_raw(raw) } {
             Ok(b) => Ok(b),
             Err(e) => {
@@ -199,7 +205,8 @@ impl Buffer {
         let shape_ptr = if shape.is_empty() { ptr::null() } else { shape.as_ptr() };
         // SAFETY: shape has ndim values; out is writable.
         check(unsafe { ffi::dlb_buffer_alloc(DLDevice::CPU, dtype, ndim_of(shape)?, shape_ptr, &mut out) })?;
-        Buffer::from_new(out)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(out) }
     }
 
     /// Wraps a `Vec` as a compact row-major tensor of `shape`; the buffer owns
@@ -217,19 +224,19 @@ impl Buffer {
                 data.len()
             )));
         }
-        Buffer::wrap_boxed_slice_strided(data, shape, None, 0, 0)
+        Buffer::wrap_boxed_slice_strided(data, shape, None, 0, BufferFlags::empty())
     }
 
     /// Wraps a boxed slice the buffer then owns, with any strides (in
     /// elements; `None` is compact row-major), a start offset in elements and
-    /// `flags` (0 or `ffi::DLB_BUFFER_READ_ONLY`). Every element the view
+    /// `flags` (empty or `BufferFlags::READ_ONLY`). Every element the view
     /// reaches must lie inside the slice.
     pub fn wrap_boxed_slice_strided<T: Element>(
         data: Box<[T]>,
         shape: &[i64],
         strides: Option<&[i64]>,
         offset: usize,
-        flags: u64,
+        flags: BufferFlags,
     ) -> Result<Buffer> {
         let len = data.len() as i64;
         let info = describe_layout(T::DTYPE, shape, strides)?;
@@ -263,14 +270,16 @@ impl Buffer {
         let mut out = ptr::null_mut();
         // SAFETY: view describes memory inside the slice (checked above); the
         // release callback frees ctx exactly once, and is not called on failure.
-        let status = unsafe { ffi::dlb_buffer_wrap(&view, flags, Some(release_boxed_slice::<T>), ctx, &mut out) };
+        let status =
+            unsafe { ffi::dlb_buffer_wrap(&view, flags.bits(), Some(release_boxed_slice::<T>), ctx, &mut out) };
         if status != ffi::DLB_OK {
             let err = Error::from_last(status);
             // SAFETY: on failure the library did not take ctx.
             drop(unsafe { Box::from_raw(ctx as *mut Box<[T]>) });
             return Err(err);
         }
-        Buffer::from_new(out)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(out) }
     }
 
     /// `dlb_buffer_wrap` over memory described by `view`; `release` runs
@@ -284,21 +293,22 @@ impl Buffer {
     /// allows).
     pub unsafe fn from_raw_parts<F: FnOnce() + Send + 'static>(
         view: &DLTensor,
-        flags: u64,
+        flags: BufferFlags,
         release: F,
     ) -> Result<Buffer> {
         let boxed: Box<ReleaseClosure> = Box::new(Box::new(release));
         let ctx = Box::into_raw(boxed) as *mut c_void;
         let mut out = ptr::null_mut();
         // SAFETY: per this function's contract.
-        let status = unsafe { ffi::dlb_buffer_wrap(view, flags, Some(release_closure), ctx, &mut out) };
+        let status = unsafe { ffi::dlb_buffer_wrap(view, flags.bits(), Some(release_closure), ctx, &mut out) };
         if status != ffi::DLB_OK {
             let err = Error::from_last(status);
             // SAFETY: not taken by the library on failure.
             drop(unsafe { Box::from_raw(ctx as *mut ReleaseClosure) });
             return Err(err);
         }
-        Buffer::from_new(out)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(out) }
     }
 
     /// `dlb_buffer_delete`: later exports fail with `Status::Deleted`;
@@ -308,18 +318,18 @@ impl Buffer {
         check(unsafe { ffi::dlb_buffer_delete(self.raw.as_ptr()) })
     }
 
-    /// `dlb_buffer_flags`: `ffi::DLB_BUFFER_*` bits.
-    pub fn flags(&self) -> u64 {
+    /// `dlb_buffer_flags` (a newer library's unnamed bits kept).
+    pub fn flags(&self) -> BufferFlags {
         // SAFETY: live handle.
-        unsafe { ffi::dlb_buffer_flags(self.raw.as_ptr()) }
+        BufferFlags::from_bits_retain(unsafe { ffi::dlb_buffer_flags(self.raw.as_ptr()) })
     }
 
     pub fn is_read_only(&self) -> bool {
-        self.flags() & ffi::DLB_BUFFER_READ_ONLY != 0
+        self.flags().contains(BufferFlags::READ_ONLY)
     }
 
     pub fn is_deleted(&self) -> bool {
-        self.flags() & ffi::DLB_BUFFER_DELETED != 0
+        self.flags().contains(BufferFlags::DELETED)
     }
 
     /// `dlb_buffer_nbytes`: bytes of the elements when compact.
@@ -399,7 +409,8 @@ impl Buffer {
         let mut out = ptr::null_mut();
         // SAFETY: live handle, writable out.
         check(unsafe { ffi::dlb_buffer_to_host(self.raw.as_ptr(), &mut out) })?;
-        Buffer::from_new(out)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(out) }
     }
 
     /// `dlb_buffer_resolve`: what an export with `options` would hand out,
@@ -410,7 +421,8 @@ impl Buffer {
         let mut out = ptr::null_mut();
         // SAFETY: live handle, valid options, writable out.
         check(unsafe { ffi::dlb_buffer_resolve(self.raw.as_ptr(), options.as_raw(), &mut out) })?;
-        Buffer::from_new(out)
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(out) }
     }
 
     /// `dlb_export_versioned`: exports as a DLPack 1.x managed tensor (the
@@ -479,14 +491,22 @@ impl Buffer {
         Ok((p, n))
     }
 
-    /// The elements of a compact host buffer whose dtype is `T`.
+    /// The elements of a compact host buffer whose dtype is `T`, borrowed.
     ///
-    /// Writable exports of the same buffer may be written by their consumers;
-    /// reading while they write is the caller's race to avoid.
-    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+    /// Safe ways to read instead: [`Buffer::to_vec`] (a copy),
+    /// [`Buffer::get`], or [`Buffer::as_mut_slice`] (only handle, no export).
+    ///
+    /// # Safety
+    /// Nothing may write the elements while the slice lives: no consumer of a
+    /// writable export of this buffer (made before or during the borrow), no
+    /// other handle's `as_mut_slice`, and, for imported or wrapped memory, not
+    /// its producer either. A read-only buffer whose producer keeps to that
+    /// flag meets this.
+    pub unsafe fn as_slice<T: Element>(&self) -> Result<&[T]> {
         let (p, n) = self.contiguous_slice_parts::<T>()?;
         // SAFETY: p points at n initialised elements of T (any bit pattern is
-        // valid), kept alive by our reference.
+        // valid), kept alive by our reference; unchanged while borrowed, per
+        // the contract above.
         Ok(unsafe { std::slice::from_raw_parts(p, n) })
     }
 

@@ -4,6 +4,7 @@ use std::ffi::{c_char, CStr, CString};
 
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{self, DLDataType, DLDevice};
+use crate::flags::DeviceFlags;
 
 /// What the library says about a dtype (`DLDataType` is declared in
 /// `dlbridge-sys`, with its constructors and the common dtypes as consts).
@@ -63,8 +64,8 @@ impl DataTypeExt for DLDataType {
 pub struct DeviceInfo {
     /// The device type asked about.
     pub device_type: ffi::DLDeviceType,
-    /// `DLB_DEVICE_*` bits.
-    pub flags: u32,
+    /// What the table says about the type.
+    pub flags: DeviceFlags,
     /// Lowercase name: "cpu", "cuda", "cuda_host", ...
     pub name: &'static str,
 }
@@ -83,7 +84,7 @@ impl DeviceInfo {
         check(unsafe { ffi::dlb_device_type_info(device_type, &mut raw) })?;
         // SAFETY: on success `name` points at a static NUL-terminated string.
         let name = unsafe { CStr::from_ptr(raw.name) }.to_str().unwrap_or("?");
-        Ok(DeviceInfo { device_type: raw.device_type, flags: raw.flags, name })
+        Ok(DeviceInfo { device_type: raw.device_type, flags: DeviceFlags::from_bits_retain(raw.flags), name })
     }
 
     /// The device type the table names `name` ("cuda", "rocm_host", ...).
@@ -96,16 +97,16 @@ impl DeviceInfo {
 
     /// The CPU reads `data` directly.
     pub fn is_host_readable(&self) -> bool {
-        self.flags & ffi::DLB_DEVICE_HOST_READABLE != 0
+        self.flags.contains(DeviceFlags::HOST_READABLE)
     }
     /// `data` is an address (byte_offset can be folded into it), not an
     /// opaque handle.
     pub fn data_is_address(&self) -> bool {
-        self.flags & ffi::DLB_DEVICE_ADDRESS != 0
+        self.flags.contains(DeviceFlags::ADDRESS)
     }
     /// The Python protocol's `stream` applies.
     pub fn has_streams(&self) -> bool {
-        self.flags & ffi::DLB_DEVICE_HAS_STREAMS != 0
+        self.flags.contains(DeviceFlags::HAS_STREAMS)
     }
 }
 

@@ -5,10 +5,12 @@ use std::fmt;
 
 use crate::ffi;
 
-/// A dlbridge status code. The numbers are fixed by the C ABI.
+/// Why a dlbridge call failed: a non-OK status code (the numbers are fixed
+/// by the C ABI; success is `Ok(_)` of a [`Result`], not a status). New
+/// codes may come with new library versions, hence `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
-    Ok,
     InvalidArgument,
     OutOfMemory,
     Deleted,
@@ -28,10 +30,10 @@ pub enum Status {
 }
 
 impl Status {
-    /// The status for a C `dlb_status` value.
-    pub fn from_code(code: ffi::dlb_status) -> Status {
-        match code {
-            ffi::DLB_OK => Status::Ok,
+    /// The status for a C `dlb_status` value; `None` for `DLB_OK`.
+    pub fn from_code(code: ffi::dlb_status) -> Option<Status> {
+        Some(match code {
+            ffi::DLB_OK => return None,
             ffi::DLB_ERR_INVALID_ARGUMENT => Status::InvalidArgument,
             ffi::DLB_ERR_OUT_OF_MEMORY => Status::OutOfMemory,
             ffi::DLB_ERR_DELETED => Status::Deleted,
@@ -47,13 +49,12 @@ impl Status {
             ffi::DLB_ERR_BACKEND => Status::Backend,
             ffi::DLB_ERR_INTERNAL => Status::Internal,
             other => Status::Unknown(other),
-        }
+        })
     }
 
     /// The C `dlb_status` value.
     pub fn code(self) -> ffi::dlb_status {
         match self {
-            Status::Ok => ffi::DLB_OK,
             Status::InvalidArgument => ffi::DLB_ERR_INVALID_ARGUMENT,
             Status::OutOfMemory => ffi::DLB_ERR_OUT_OF_MEMORY,
             Status::Deleted => ffi::DLB_ERR_DELETED,
@@ -99,14 +100,24 @@ pub fn status_name(code: ffi::dlb_status) -> &'static str {
 /// A failed call: the status and the library's message naming what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
-    pub status: Status,
-    pub message: String,
+    status: Status,
+    message: String,
 }
 
 impl Error {
     /// An error raised by this crate itself, before reaching the library.
     pub fn new(status: Status, message: impl Into<String>) -> Error {
         Error { status, message: message.into() }
+    }
+
+    /// Why the call failed.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The library's words for what was wrong (may be empty).
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     /// The error of the call that just returned `code` on this thread; the
@@ -120,7 +131,9 @@ impl Error {
             ffi::dlb_clear_last_error();
             m
         };
-        Error { status: Status::from_code(code), message }
+        // A caller passes a failed call's code; DLB_OK here would be a bug of
+        // this crate, reported as the library's internal error.
+        Error { status: Status::from_code(code).unwrap_or(Status::Internal), message }
     }
 }
 

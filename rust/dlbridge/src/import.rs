@@ -17,13 +17,14 @@ use crate::tensor::{LegacyManagedTensor, ManagedTensor};
 /// # Safety
 /// `tensor` must point at a valid managed tensor the caller owns, whose
 /// memory stays valid until its deleter runs, and whose deleter may be called
-/// from any thread.
+/// from any thread. (Reading the buffer through a borrowed slice also needs
+/// its producer not to write meanwhile: see [`Buffer::as_slice`].)
 pub unsafe fn import_versioned(tensor: *mut DLManagedTensorVersioned, options: &ImportOptions) -> Result<Buffer> {
     let mut out = ptr::null_mut();
     // SAFETY: per the contract above.
     check(unsafe { ffi::dlb_import_versioned(tensor, options.as_raw(), &mut out) })?;
     // SAFETY: a new handle owned by us.
-    unsafe { from_new_handle(out) }
+    unsafe { Buffer::from_new(out) }
 }
 
 /// `dlb_import_legacy`: as `import_versioned`, for a legacy tensor.
@@ -35,19 +36,7 @@ pub unsafe fn import_legacy(tensor: *mut DLManagedTensor, options: &ImportOption
     // SAFETY: per the contract above.
     check(unsafe { ffi::dlb_import_legacy(tensor, options.as_raw(), &mut out) })?;
     // SAFETY: a new handle owned by us.
-    unsafe { from_new_handle(out) }
-}
-
-unsafe fn from_new_handle(raw: *mut ffi::dlb_buffer) -> Result<Buffer> {
-    // SAFETY: caller passes a fresh owned handle.
-    match unsafe { Buffer::from_raw(raw) } {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            // SAFETY: still ours on failure.
-            unsafe { ffi::dlb_buffer_release(raw) };
-            Err(e)
-        }
-    }
+    unsafe { Buffer::from_new(out) }
 }
 
 impl ManagedTensor {

@@ -17,8 +17,10 @@ pub use dlbridge_sys as ffi;
 mod buffer;
 mod dtype;
 mod error;
+mod flags;
 mod import;
 mod options;
+#[cfg(all(unix, feature = "share"))]
 pub mod share;
 mod tensor;
 
@@ -33,6 +35,9 @@ pub mod prelude {
 }
 pub use error::{status_name, Error, Result, Status};
 pub use ffi::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+#[cfg(all(unix, feature = "share"))]
+pub use flags::ShareFlags;
+pub use flags::{BufferFlags, DeviceFlags, DlpackFlags, ValidateFlags};
 pub use import::{import_legacy, import_versioned};
 pub use options::{CopyPolicy, ExportOptions, ImportOptions};
 pub use tensor::{LegacyManagedTensor, ManagedTensor};
@@ -61,12 +66,12 @@ pub fn live_exports() -> i64 {
     unsafe { ffi::dlb_live_exports() }
 }
 
-/// `dlb_validate`: checks a tensor against the DLPack rules
-/// (`ffi::DLB_VALIDATE_*` flags).
+/// `dlb_validate`: checks a tensor against the DLPack rules, and what
+/// `flags` adds.
 ///
 /// # Safety
 /// `shape` and `strides` must be NULL or point at `ndim` readable values.
-pub unsafe fn validate(tensor: &DLTensor, flags: u32) -> Result<()> {
+pub unsafe fn validate(tensor: &DLTensor, flags: ValidateFlags) -> Result<()> {
     // SAFETY: per the contract above.
-    error::check(unsafe { ffi::dlb_validate(tensor, flags) })
+    error::check(unsafe { ffi::dlb_validate(tensor, flags.bits()) })
 }

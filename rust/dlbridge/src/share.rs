@@ -4,10 +4,11 @@
 //! use dlbridge::share;
 //! use dlbridge::DLDataType;
 //! let f32 = DLDataType { code: 2, bits: 32, lanes: 1 };
+//! use dlbridge::ShareFlags;
 //! let buf = share::alloc_shared(f32, &[4, 4]).unwrap();     // in shared memory
-//! let d = share::share(&buf, 0).unwrap();                   // fd + description
+//! let d = share::share(&buf, ShareFlags::empty()).unwrap(); // fd + description
 //! assert_eq!(d.kind().unwrap(), share::Kind::Host);
-//! let same = d.open(0).unwrap();                            // what a receiver does
+//! let same = d.open(ShareFlags::empty()).unwrap();          // what a receiver does
 //! assert_eq!(same.shape(), &[4, 4]);
 //! ```
 //!
@@ -30,11 +31,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 
 use crate::error::{check, Error, Status};
-use crate::{Buffer, DLDataType, DLDevice, Result};
+use crate::{Buffer, DLDataType, DLDevice, Result, ShareFlags};
 
 use crate::ffi as sys;
-
-pub use sys::{DLB_SHARE_COPY_IF_NEEDED, DLB_SHARE_READ_ONLY, DLB_SHARE_VIA_SERVER};
 
 /// What a description's memory is (`DLB_SHARE_KIND_*`), as the library
 /// reads it from the description ([`description_kind`]).
@@ -100,7 +99,7 @@ impl Descriptor {
 
     /// `dlb_buffer_open_shared`: maps the memory in this process (opens the
     /// CUDA IPC handles for a CUDA description).
-    pub fn open(&self, flags: u64) -> Result<Buffer> {
+    pub fn open(&self, flags: ShareFlags) -> Result<Buffer> {
         open_shared(self.fd(), &self.description, flags)
     }
 
@@ -128,54 +127,45 @@ fn blank() -> sys::dlb_share_descriptor {
     sys::dlb_share_descriptor { fd: -1, size: 0, description: [0; sys::DLB_SHARE_DESCRIPTION_MAX] }
 }
 
-fn take_buffer(raw: *mut crate::ffi::dlb_buffer) -> Result<Buffer> {
-    // SAFETY: a new handle the library just gave us.
-    match unsafe { Buffer::from_raw(raw) } {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            // SAFETY: still ours on failure.
-            unsafe { crate::ffi::dlb_buffer_release(raw) };
-            Err(e)
-        }
-    }
-}
-
 /// `dlb_buffer_alloc_shared`: a zero-filled host tensor in shared memory.
 pub fn alloc_shared(dtype: DLDataType, shape: &[i64]) -> Result<Buffer> {
     let mut raw = ptr::null_mut();
-    let cpu = DLDevice { device_type: 1, device_id: 0 };
+    let ndim = i32::try_from(shape.len())
+        .map_err(|_| Error::new(Status::InvalidArgument, format!("ndim {} is too large", shape.len())))?;
     // SAFETY: shape is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_alloc_shared(cpu, dtype, shape.len() as i32, shape.as_ptr(), &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_alloc_shared(DLDevice::CPU, dtype, ndim, shape.as_ptr(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_buffer_copy_shared`: a new shared buffer with `buffer`'s elements
-/// (compact), read-only when `flags` has `DLB_SHARE_READ_ONLY` or `buffer`
+/// (compact), read-only when `flags` has `ShareFlags::READ_ONLY` or `buffer`
 /// is; `buffer` stays the caller's.
-pub fn copy_shared(buffer: &Buffer, flags: u64) -> Result<Buffer> {
+pub fn copy_shared(buffer: &Buffer, flags: ShareFlags) -> Result<Buffer> {
     let mut raw = ptr::null_mut();
     // SAFETY: a live handle; raw is writable.
-    check(unsafe { sys::dlb_buffer_copy_shared(buffer.as_ptr(), flags, &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_copy_shared(buffer.as_ptr(), flags.bits(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_buffer_share`: the descriptor of `buffer` (flags
-/// `DLB_SHARE_COPY_IF_NEEDED`, `DLB_SHARE_READ_ONLY`). CUDA device memory
+/// `ShareFlags::COPY_IF_NEEDED`, `ShareFlags::READ_ONLY`). CUDA device memory
 /// of the library's CUDA backend gives a CUDA IPC descriptor (no file);
 /// keep `buffer` alive until every receiver has released what it opened.
-pub fn share(buffer: &Buffer, flags: u64) -> Result<Descriptor> {
+pub fn share(buffer: &Buffer, flags: ShareFlags) -> Result<Descriptor> {
     let mut d = blank();
     // SAFETY: a live handle; d is writable.
-    check(unsafe { sys::dlb_buffer_share(buffer.as_ptr(), flags, &mut d) })?;
+    check(unsafe { sys::dlb_buffer_share(buffer.as_ptr(), flags.bits(), &mut d) })?;
     Ok(Descriptor::from_c(&d))
 }
 
 /// `dlb_buffer_open_shared`: `fd` stays the caller's; `None` for a
-/// description without a file (CUDA IPC). `DLB_SHARE_TAKE_FD` is refused
+/// description without a file (CUDA IPC). `ShareFlags::TAKE_FD` is refused
 /// (`Status::InvalidArgument`): the fd is borrowed here, and the library
 /// would close it.
-pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<Buffer> {
-    if flags & sys::DLB_SHARE_TAKE_FD != 0 {
+pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: ShareFlags) -> Result<Buffer> {
+    if flags.contains(ShareFlags::TAKE_FD) {
         return Err(Error::new(
             Status::InvalidArgument,
             "open_shared borrows fd: DLB_SHARE_TAKE_FD would let the library close a descriptor it does not own",
@@ -184,8 +174,9 @@ pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: u64) -> Result<
     let mut raw = ptr::null_mut();
     let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags, &mut raw) })?;
-    take_buffer(raw)
+    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags.bits(), &mut raw) })?;
+    // SAFETY: a new handle the library just gave us.
+    unsafe { Buffer::from_new(raw) }
 }
 
 /// `dlb_share_send` over a connected Unix socket.
@@ -223,12 +214,12 @@ pub fn shared_mappings() -> i64 {
 pub struct Ticket(Vec<u8>);
 
 impl Ticket {
-    /// `dlb_share_ticket_issue` (flags `DLB_SHARE_COPY_IF_NEEDED`,
-    /// `DLB_SHARE_READ_ONLY`); `buffer` stays the caller's.
-    pub fn issue(buffer: &Buffer, flags: u64) -> Result<Ticket> {
+    /// `dlb_share_ticket_issue` (`ShareFlags::COPY_IF_NEEDED`,
+    /// `ShareFlags::READ_ONLY`); `buffer` stays the caller's.
+    pub fn issue(buffer: &Buffer, flags: ShareFlags) -> Result<Ticket> {
         let mut t = sys::dlb_share_ticket { size: 0, bytes: [0; sys::DLB_SHARE_TICKET_MAX] };
         // SAFETY: a live handle; t is writable.
-        check(unsafe { sys::dlb_share_ticket_issue(buffer.as_ptr(), flags, &mut t) })?;
+        check(unsafe { sys::dlb_share_ticket_issue(buffer.as_ptr(), flags.bits(), &mut t) })?;
         Ok(Ticket(t.bytes[..(t.size as usize).min(sys::DLB_SHARE_TICKET_MAX)].to_vec()))
     }
 
@@ -242,13 +233,14 @@ impl Ticket {
         &self.0
     }
 
-    /// `dlb_share_ticket_open` (flags `DLB_SHARE_READ_ONLY`,
-    /// `DLB_SHARE_VIA_SERVER`): the buffer, mapped in this process.
-    pub fn open(&self, flags: u64) -> Result<Buffer> {
+    /// `dlb_share_ticket_open` (`ShareFlags::READ_ONLY`,
+    /// `ShareFlags::VIA_SERVER`): the buffer, mapped in this process.
+    pub fn open(&self, flags: ShareFlags) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
         // SAFETY: the bytes are read during the call; raw is writable.
-        check(unsafe { sys::dlb_share_ticket_open(self.0.as_ptr(), self.0.len(), flags, &mut raw) })?;
-        take_buffer(raw)
+        check(unsafe { sys::dlb_share_ticket_open(self.0.as_ptr(), self.0.len(), flags.bits(), &mut raw) })?;
+        // SAFETY: a new handle the library just gave us.
+        unsafe { Buffer::from_new(raw) }
     }
 }
 

@@ -6,6 +6,7 @@ use std::mem;
 use std::ptr::NonNull;
 
 use crate::ffi::{self, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use crate::flags::DlpackFlags;
 
 fn tensor_shape(t: &DLTensor) -> &[i64] {
     if t.ndim <= 0 || t.shape.is_null() {
@@ -71,18 +72,19 @@ impl ManagedTensor {
         unsafe { (*self.raw.as_ptr()).version }
     }
 
-    /// `DLPACK_FLAG_BITMASK_*` bits.
-    pub fn flags(&self) -> u64 {
+    /// The tensor's `DLPACK_FLAG_BITMASK_*` bits (a newer producer's
+    /// unnamed bits kept).
+    pub fn flags(&self) -> DlpackFlags {
         // SAFETY: the flags are in the stable prefix.
-        unsafe { (*self.raw.as_ptr()).flags }
+        DlpackFlags::from_bits_retain(unsafe { (*self.raw.as_ptr()).flags })
     }
 
     pub fn is_read_only(&self) -> bool {
-        self.flags() & ffi::DLPACK_FLAG_BITMASK_READ_ONLY != 0
+        self.flags().contains(DlpackFlags::READ_ONLY)
     }
 
     pub fn is_copied(&self) -> bool {
-        self.flags() & ffi::DLPACK_FLAG_BITMASK_IS_COPIED != 0
+        self.flags().contains(DlpackFlags::IS_COPIED)
     }
 
     /// The tensor, or None when the major version is not 1 (then only the

@@ -20,6 +20,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use dlbridge::ffi;
 use dlbridge::share::{self, Descriptor, Kind};
+use dlbridge::ShareFlags;
 use dlbridge::{Buffer, DLDataType, DLDevice, ExportOptions, Status};
 
 const F32: DLDataType = DLDataType { code: 2, bits: 32, lanes: 1 };
@@ -183,7 +184,7 @@ fn a_description_without_a_file_is_carried_as_none() {
     let _serial = serial();
     // A host descriptor has a file and says so.
     let a = share::alloc_shared(F32, &[2]).unwrap();
-    let d = share::share(&a, 0).unwrap();
+    let d = share::share(&a, ShareFlags::empty()).unwrap();
     assert!(d.fd().is_some());
     assert_eq!(d.kind().unwrap(), Kind::Host);
     // A descriptor without a file is passed to the library as fd -1; the
@@ -191,24 +192,24 @@ fn a_description_without_a_file_is_carried_as_none() {
     let (fd, bytes) = d.into_parts();
     let bare = Descriptor::from_parts(None, bytes.clone());
     assert_eq!(bare.fd(), None);
-    let e = bare.open(0).unwrap_err();
-    assert_eq!(e.status, Status::InvalidArgument);
-    assert!(e.message.contains("fd is -1"), "{}", e.message);
+    let e = bare.open(ShareFlags::empty()).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument);
+    assert!(e.message().contains("fd is -1"), "{}", e.message());
     let (s0, _s1) = UnixStream::pair().unwrap();
     let e = share::send(&s0, &bare).unwrap_err();
-    assert_eq!(e.status, Status::InvalidArgument);
+    assert_eq!(e.status(), Status::InvalidArgument);
     // The kind is the library's reading of the checked bytes.
     let e = share::description_kind(&bytes[..bytes.len() - 1]).unwrap_err();
-    assert_eq!(e.status, Status::Malformed);
-    assert!(e.message.contains("truncated"), "{}", e.message);
+    assert_eq!(e.status(), Status::Malformed);
+    assert!(e.message().contains("truncated"), "{}", e.message());
     let mut bent = bytes.clone();
     bent[56] ^= 1; // shape[0], without a new checksum
     let e = share::description_kind(&bent).unwrap_err();
-    assert_eq!(e.status, Status::Malformed);
-    assert!(e.message.contains("checksum"), "{}", e.message);
+    assert_eq!(e.status(), Status::Malformed);
+    assert!(e.message().contains("checksum"), "{}", e.message());
     // into_parts handed the file over: it opens with it.
     let whole = Descriptor::from_parts(fd, bytes);
-    assert_eq!(whole.open(0).unwrap().shape(), &[2]);
+    assert_eq!(whole.open(ShareFlags::empty()).unwrap().shape(), &[2]);
 }
 
 #[test]
@@ -224,7 +225,7 @@ fn a_cuda_descriptor_has_no_file_travels_as_it_is_and_is_refused_here() {
     {
         let b = cuda_alloc(&[4, 8]);
         assert_eq!(b.device().device_type, 2);
-        let d = share::share(&b, 0).unwrap();
+        let d = share::share(&b, ShareFlags::empty()).unwrap();
         assert_eq!(d.fd(), None);
         assert_eq!(d.kind().unwrap(), Kind::CudaIpc);
         assert_eq!(d.description().len(), 56 + 16 * 2 + ffi::DLB_SHARE_CUDA_HANDLES);
@@ -241,22 +242,22 @@ fn a_cuda_descriptor_has_no_file_travels_as_it_is_and_is_refused_here() {
         }
 
         // CUDA opens a handle only in another process.
-        let e = d.open(0).unwrap_err();
-        assert_eq!(e.status, Status::InvalidArgument);
-        assert!(e.message.contains("CUDA_ERROR_INVALID_CONTEXT"), "{}", e.message);
-        assert!(e.message.contains("process that made it"), "{}", e.message);
+        let e = d.open(ShareFlags::empty()).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument);
+        assert!(e.message().contains("CUDA_ERROR_INVALID_CONTEXT"), "{}", e.message());
+        assert!(e.message().contains("process that made it"), "{}", e.message());
         assert_eq!(f.ipc_counts().2, 0);
         // A CUDA description with a file is refused before the driver, and
         // is not sent.
-        let file = share::share(&share::alloc_shared(F32, &[1]).unwrap(), 0).unwrap().into_parts().0;
+        let file = share::share(&share::alloc_shared(F32, &[1]).unwrap(), ShareFlags::empty()).unwrap().into_parts().0;
         let with_file = Descriptor::from_parts(file, d.description().to_vec());
-        let e = with_file.open(0).unwrap_err();
-        assert_eq!(e.status, Status::InvalidArgument);
-        assert!(e.message.contains("fd must be -1"), "{}", e.message);
+        let e = with_file.open(ShareFlags::empty()).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument);
+        assert!(e.message().contains("fd must be -1"), "{}", e.message());
         let (s0, _s1) = UnixStream::pair().unwrap();
         let e = share::send(&s0, &with_file).unwrap_err();
-        assert_eq!(e.status, Status::InvalidArgument);
-        assert!(e.message.contains("carries no file"), "{}", e.message);
+        assert_eq!(e.status(), Status::InvalidArgument);
+        assert!(e.message().contains("carries no file"), "{}", e.message());
     }
     assert_eq!(open_fds(), fds);
     assert_eq!(dlbridge::live_exports(), exports);
@@ -281,7 +282,7 @@ fn child(f: &Fake, sock: &UnixStream) -> c_int {
     if d.fd().is_some() || d.kind() != Ok(Kind::CudaIpc) {
         return 2;
     }
-    let b = match d.open(0) {
+    let b = match d.open(ShareFlags::empty()) {
         Ok(b) => b,
         Err(e) => {
             say!("child: open: {e}");
@@ -350,7 +351,7 @@ fn a_forked_child_waits_for_the_event_reads_the_values_and_writes_back() {
         assert_eq!((f.cuMemcpyHtoDAsync_v2)(origin, values.as_ptr().cast(), 4 * COUNT, producer), 0);
     }
     set_stream(&b, producer);
-    let d = share::share(&b, 0).unwrap();
+    let d = share::share(&b, ShareFlags::empty()).unwrap();
     assert_eq!(d.fd(), None);
     let (parent_end, child_end) = UnixStream::pair().unwrap();
     share::send(&parent_end, &d).unwrap();

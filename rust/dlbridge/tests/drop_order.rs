@@ -24,7 +24,7 @@ fn counted_buffer(released: &Arc<AtomicUsize>) -> Buffer {
     };
     let r = Arc::clone(released);
     unsafe {
-        Buffer::from_raw_parts(&view, 0, move || {
+        Buffer::from_raw_parts(&view, dlbridge::BufferFlags::empty(), move || {
             drop(storage);
             r.fetch_add(1, Ordering::SeqCst);
         })

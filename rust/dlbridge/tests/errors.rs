@@ -9,12 +9,12 @@ use common::{count, counter, ForeignSpec};
 use dlbridge::ffi;
 use dlbridge::prelude::*;
 use dlbridge::{
-    import_versioned, live_exports, status_name, Buffer, DLDataType, DLDevice, DLTensor, Error, ExportOptions,
-    ImportOptions, Status,
+    import_versioned, live_exports, status_name, Buffer, BufferFlags, DLDataType, DLDevice, DLTensor, Error,
+    ExportOptions, ImportOptions, Status, ValidateFlags,
 };
 
 fn status_of<T: std::fmt::Debug>(r: dlbridge::Result<T>) -> Status {
-    r.unwrap_err().status
+    r.unwrap_err().status()
 }
 
 #[test]
@@ -38,13 +38,16 @@ fn status_names_and_numbers_are_fixed() {
     ];
     assert_eq!(expected.len() as i32, ffi::DLB_STATUS_COUNT);
     for (code, name) in expected.iter().enumerate() {
-        let s = Status::from_code(code as i32);
+        assert_eq!(status_name(code as i32), *name);
+        let Some(s) = Status::from_code(code as i32) else {
+            assert_eq!(code as i32, ffi::DLB_OK, "only DLB_OK is no Status");
+            continue;
+        };
         assert_eq!(s.code(), code as i32);
         assert!(!matches!(s, Status::Unknown(_)));
         assert_eq!(s.name(), *name);
-        assert_eq!(status_name(code as i32), *name);
     }
-    assert_eq!(Status::from_code(999), Status::Unknown(999));
+    assert_eq!(Status::from_code(999), Some(Status::Unknown(999)));
     assert_eq!(status_name(999), "DLB_UNKNOWN_STATUS");
     assert_eq!(status_name(-1), "DLB_UNKNOWN_STATUS");
 }
@@ -52,8 +55,8 @@ fn status_names_and_numbers_are_fixed() {
 #[test]
 fn error_carries_status_and_message_and_clears_the_slot() {
     let err = Buffer::alloc(DLDataType::F32, &[2, -3]).unwrap_err();
-    assert_eq!(err.status, Status::Malformed);
-    assert!(err.message.contains("-3"), "message names the value: {}", err.message);
+    assert_eq!(err.status(), Status::Malformed);
+    assert!(err.message().contains("-3"), "message names the value: {}", err.message());
     assert!(err.to_string().starts_with("DLB_ERR_MALFORMED: "), "{err}");
     let dyn_err: &dyn std::error::Error = &err;
     assert!(dyn_err.source().is_none());
@@ -98,17 +101,29 @@ fn wrap_errors() {
     assert_eq!(status_of(Buffer::wrap_vec(vec![1.0f32; 5], &[2, 3])), Status::InvalidArgument);
     assert_eq!(status_of(Buffer::wrap_vec(vec![1.0f32; 6], &[2, -3])), Status::Malformed);
     assert_eq!(
-        status_of(Buffer::wrap_boxed_slice_strided(vec![0u8; 6].into(), &[3, 2], Some(&[1, 4]), 0, 0)),
+        status_of(Buffer::wrap_boxed_slice_strided(
+            vec![0u8; 6].into(),
+            &[3, 2],
+            Some(&[1, 4]),
+            0,
+            BufferFlags::empty()
+        )),
         Status::InvalidArgument,
         "a view reaching past the slice is refused"
     );
     assert_eq!(
-        status_of(Buffer::wrap_boxed_slice_strided(vec![0u8; 6].into(), &[3], Some(&[-1]), 1, 0)),
+        status_of(Buffer::wrap_boxed_slice_strided(vec![0u8; 6].into(), &[3], Some(&[-1]), 1, BufferFlags::empty())),
         Status::InvalidArgument,
         "a view reaching before the slice is refused"
     );
     assert_eq!(
-        status_of(Buffer::wrap_boxed_slice_strided(vec![0u8; 6].into(), &[6], None, 0, 1 << 40)),
+        status_of(Buffer::wrap_boxed_slice_strided(
+            vec![0u8; 6].into(),
+            &[6],
+            None,
+            0,
+            BufferFlags::from_bits_retain(1 << 40)
+        )),
         Status::InvalidArgument,
         "unknown flag bits"
     );
@@ -140,12 +155,12 @@ fn deleted_buffer_is_refused_and_old_exports_stay_valid() {
     buf.delete().unwrap();
     assert!(buf.is_deleted());
     let err = buf.export(&ExportOptions::new()).unwrap_err();
-    assert_eq!(err.status, Status::Deleted);
-    assert!(!err.message.is_empty());
+    assert_eq!(err.status(), Status::Deleted);
+    assert!(!err.message().is_empty());
     assert_eq!(status_of(buf.export_legacy(&ExportOptions::new())), Status::Deleted);
     assert_eq!(status_of(buf.to_host()), Status::Deleted);
     assert_eq!(status_of(buf.dltensor()), Status::Deleted);
-    assert_eq!(status_of(buf.as_slice::<i32>()), Status::Deleted);
+    assert_eq!(status_of(unsafe { buf.as_slice::<i32>() }), Status::Deleted);
     assert_eq!(unsafe { *(before.data_ptr().unwrap() as *const i32).add(2) }, 3);
     drop(buf);
     drop(before);
@@ -157,9 +172,9 @@ fn deleted_buffer_is_refused_and_old_exports_stay_valid() {
 #[test]
 fn read_only_legacy_export_is_a_copy_refused_without_one() {
     let _g = common::serial();
-    let ro = Buffer::wrap_boxed_slice_strided(vec![1u8, 2].into(), &[2], None, 0, ffi::DLB_BUFFER_READ_ONLY).unwrap();
+    let ro = Buffer::wrap_boxed_slice_strided(vec![1u8, 2].into(), &[2], None, 0, BufferFlags::READ_ONLY).unwrap();
     let err = ro.export_legacy(&ExportOptions::new().copy(dlbridge::CopyPolicy::Never)).unwrap_err();
-    assert_eq!(err.status, Status::ReadOnly);
+    assert_eq!(err.status(), Status::ReadOnly);
     let copy = ro.export_legacy(&ExportOptions::new()).unwrap();
     assert_eq!(live_exports(), 1);
     drop(copy);
@@ -187,8 +202,8 @@ fn export_option_errors() {
     // A stream on a host export: the header lists it under
     // DLB_ERR_UNSUPPORTED_DEVICE, the library answers DLB_ERR_INVALID_ARGUMENT.
     let err = buf.export(&ExportOptions::new().stream(7)).unwrap_err();
-    assert!(matches!(err.status, Status::UnsupportedDevice | Status::InvalidArgument), "{err}");
-    assert!(err.message.contains("stream"), "{err}");
+    assert!(matches!(err.status(), Status::UnsupportedDevice | Status::InvalidArgument), "{err}");
+    assert!(err.message().contains("stream"), "{err}");
     let st = unsafe { ffi::dlb_export_versioned(ptr::null_mut(), ptr::null(), &mut ptr::null_mut()) };
     assert_eq!(st, ffi::DLB_ERR_INVALID_ARGUMENT);
     unsafe { ffi::dlb_clear_last_error() };
@@ -267,12 +282,15 @@ fn validate_and_element_access_errors() {
         strides: ptr::null_mut(),
         byte_offset: 0,
     };
-    unsafe { dlbridge::validate(&t, 0) }.unwrap();
-    assert_eq!(status_of(unsafe { dlbridge::validate(&t, ffi::DLB_VALIDATE_STRIDES_REQUIRED) }), Status::Malformed);
-    assert_eq!(status_of(unsafe { dlbridge::validate(&t, 1 << 20) }), Status::InvalidArgument);
+    unsafe { dlbridge::validate(&t, ValidateFlags::empty()) }.unwrap();
+    assert_eq!(status_of(unsafe { dlbridge::validate(&t, ValidateFlags::STRIDES_REQUIRED) }), Status::Malformed);
+    assert_eq!(
+        status_of(unsafe { dlbridge::validate(&t, ValidateFlags::from_bits_retain(1 << 20)) }),
+        Status::InvalidArgument
+    );
 
     let buf = Buffer::wrap_vec(vec![1.0f32, 2.0], &[2]).unwrap();
-    assert_eq!(status_of(buf.as_slice::<f64>()), Status::UnsupportedDtype);
+    assert_eq!(status_of(unsafe { buf.as_slice::<f64>() }), Status::UnsupportedDtype);
     assert_eq!(status_of(buf.get::<f32>(&[2])), Status::InvalidArgument);
     assert_eq!(status_of(buf.get::<f32>(&[0, 0])), Status::InvalidArgument);
     assert_eq!(status_of(buf.get::<i32>(&[0])), Status::UnsupportedDtype);

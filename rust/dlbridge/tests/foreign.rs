@@ -16,7 +16,7 @@ fn imported_reexported_dropped_deleter_runs_once() {
     let buf = unsafe { import_versioned(raw, &ImportOptions::new()) }.unwrap();
     assert_eq!(buf.data_ptr() as usize, data_addr, "import is zero-copy");
     assert_eq!(buf.strides(), &[3, 1], "NULL strides read as compact");
-    assert!(buf.flags() & ffi::DLB_BUFFER_IMPORTED != 0);
+    assert!(buf.flags().contains(dlbridge::BufferFlags::IMPORTED));
 
     let re1 = buf.export(&ExportOptions::new()).unwrap();
     let re2 = buf.export_legacy(&ExportOptions::new()).unwrap();
@@ -82,7 +82,7 @@ fn failed_import_leaves_the_tensor_with_the_caller() {
     spec.version = dlbridge::DLPackVersion { major: 2, minor: 0 };
     let raw = spec.versioned(&deleted);
     let err = unsafe { import_versioned(raw, &ImportOptions::new()) }.unwrap_err();
-    assert_eq!(err.status, Status::Version);
+    assert_eq!(err.status(), Status::Version);
     assert_eq!(count(&deleted), 0, "the caller still owns it");
     // Freeing a struct of an unknown major reads only the stable prefix.
     let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
@@ -95,7 +95,7 @@ fn failed_import_leaves_the_tensor_with_the_caller() {
     spec.flags = ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
     let t = unsafe { ManagedTensor::from_raw(spec.versioned(&deleted)) }.unwrap();
     let err = t.into_buffer(&ImportOptions::new().require_writable(true)).unwrap_err();
-    assert_eq!(err.status, Status::ReadOnly);
+    assert_eq!(err.status(), Status::ReadOnly);
     assert_eq!(count(&deleted), 2);
 }
 

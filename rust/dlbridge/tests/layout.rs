@@ -312,12 +312,19 @@ fn every_header_function_is_declared() {
         ("dlb_layout_describe", dlb_layout_describe as *const ()),
         ("dlb_import_versioned_on_stream", dlb_import_versioned_on_stream as *const ()),
         ("dlb_import_legacy_on_stream", dlb_import_legacy_on_stream as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_backend_create", dlb_cuda_backend_create as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_buffer_alloc", dlb_cuda_buffer_alloc as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_buffer_wrap", dlb_cuda_buffer_wrap as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_import_versioned", dlb_cuda_import_versioned as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_import_legacy", dlb_cuda_import_legacy as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_buffer_set_stream", dlb_cuda_buffer_set_stream as *const ()),
+        #[cfg(feature = "cuda")]
         ("dlb_cuda_buffer_stream", dlb_cuda_buffer_stream as *const ()),
         ("dlb_set_copy_threads", dlb_set_copy_threads as *const ()),
         ("dlb_copy_threads", dlb_copy_threads as *const ()),
@@ -340,7 +347,12 @@ fn every_header_function_is_declared() {
     let names = header_functions();
     let header: Vec<&str> = names.iter().map(String::as_str).collect();
     assert!(header.len() >= 30, "header parse found only {} functions", header.len());
-    let missing: Vec<&&str> = header.iter().filter(|n| !declared.iter().any(|(d, _)| d == *n)).collect();
+    // Without the `cuda` feature the CUDA entry points are left out of ffi.
+    let missing: Vec<&&str> = header
+        .iter()
+        .filter(|n| cfg!(feature = "cuda") || !n.starts_with("dlb_cuda_"))
+        .filter(|n| !declared.iter().any(|(d, _)| d == *n))
+        .collect();
     let extra: Vec<&str> = declared.iter().map(|(d, _)| *d).filter(|d| !header.contains(d)).collect();
     assert!(missing.is_empty(), "declared in the header, missing in ffi: {missing:?}");
     assert!(extra.is_empty(), "declared in ffi, not in the header: {extra:?}");

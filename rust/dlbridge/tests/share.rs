@@ -6,7 +6,8 @@ use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 
-use dlbridge::share::{self, DLB_SHARE_READ_ONLY};
+use dlbridge::share;
+use dlbridge::ShareFlags;
 use dlbridge::{DLDataType, Status};
 
 // The tests count this process's file descriptors and mappings: one at a time.
@@ -26,45 +27,45 @@ fn same_process_round_trip_and_refusals() {
     {
         let mut a = share::alloc_shared(F32, &[2, 3]).unwrap();
         a.as_mut_slice::<f32>().unwrap().copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        let d = share::share(&a, 0).unwrap();
-        let b = d.open(0).unwrap();
+        let d = share::share(&a, ShareFlags::empty()).unwrap();
+        let b = d.open(ShareFlags::empty()).unwrap();
         drop(d);
         assert_eq!(b.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_ne!(a.data_ptr(), b.data_ptr());
         a.as_mut_slice::<f32>().unwrap()[0] = 9.0;
         assert_eq!(b.get::<f32>(&[0, 0]).unwrap(), 9.0);
-        let ro = share::share(&a, DLB_SHARE_READ_ONLY).unwrap().open(0).unwrap();
+        let ro = share::share(&a, ShareFlags::READ_ONLY).unwrap().open(ShareFlags::empty()).unwrap();
         assert!(ro.is_read_only());
 
-        let d = share::share(&a, 0).unwrap();
+        let d = share::share(&a, ShareFlags::empty()).unwrap();
         let mut bytes = d.description().to_vec();
         bytes.pop();
-        let e = share::open_shared(d.fd(), &bytes, 0).unwrap_err();
-        assert_eq!(e.status, Status::Malformed);
-        assert!(e.message.contains("truncated"), "{}", e.message);
+        let e = share::open_shared(d.fd(), &bytes, ShareFlags::empty()).unwrap_err();
+        assert_eq!(e.status(), Status::Malformed);
+        assert!(e.message().contains("truncated"), "{}", e.message());
         let mut bytes = d.description().to_vec();
         bytes[4] = 2;
-        assert_eq!(share::open_shared(d.fd(), &bytes, 0).unwrap_err().status, Status::Version);
+        assert_eq!(share::open_shared(d.fd(), &bytes, ShareFlags::empty()).unwrap_err().status(), Status::Version);
         // The fd is borrowed: the flag that would let the library close it is refused, and it stays open.
-        let e = d.open(dlbridge::ffi::DLB_SHARE_TAKE_FD).unwrap_err();
-        assert_eq!(e.status, Status::InvalidArgument);
-        assert_eq!(d.open(0).unwrap().to_vec::<f32>().unwrap()[0], 9.0);
+        let e = d.open(ShareFlags::TAKE_FD).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument);
+        assert_eq!(d.open(ShareFlags::empty()).unwrap().to_vec::<f32>().unwrap()[0], 9.0);
 
         let plain = dlbridge::Buffer::wrap_vec(vec![1.0f32; 4], &[4]).unwrap();
-        assert_eq!(share::share(&plain, 0).unwrap_err().status, Status::NotZeroCopy);
-        let copied = share::share(&plain, share::DLB_SHARE_COPY_IF_NEEDED).unwrap().open(0).unwrap();
+        assert_eq!(share::share(&plain, ShareFlags::empty()).unwrap_err().status(), Status::NotZeroCopy);
+        let copied = share::share(&plain, ShareFlags::COPY_IF_NEEDED).unwrap().open(ShareFlags::empty()).unwrap();
         assert_eq!(copied.to_vec::<f32>().unwrap(), vec![1.0; 4]);
         let before = share::shared_mappings();
-        let kept = share::copy_shared(&plain, 0).unwrap();
+        let kept = share::copy_shared(&plain, ShareFlags::empty()).unwrap();
         assert_eq!(share::shared_mappings(), before + 1);
         assert_eq!(kept.to_vec::<f32>().unwrap(), vec![1.0; 4]);
         assert!(!kept.is_read_only());
-        let seen = share::share(&kept, 0).unwrap().open(0).unwrap();
+        let seen = share::share(&kept, ShareFlags::empty()).unwrap().open(ShareFlags::empty()).unwrap();
         assert_eq!(seen.to_vec::<f32>().unwrap(), vec![1.0; 4]);
-        let frozen = share::copy_shared(&plain, DLB_SHARE_READ_ONLY).unwrap();
+        let frozen = share::copy_shared(&plain, ShareFlags::READ_ONLY).unwrap();
         assert!(frozen.is_read_only());
-        let e = share::copy_shared(&plain, share::DLB_SHARE_COPY_IF_NEEDED).unwrap_err();
-        assert_eq!(e.status, Status::InvalidArgument);
+        let e = share::copy_shared(&plain, ShareFlags::COPY_IF_NEEDED).unwrap_err();
+        assert_eq!(e.status(), Status::InvalidArgument);
     }
     assert_eq!(share::shared_mappings(), maps);
     assert_eq!(open_fds(), fds);
@@ -77,7 +78,7 @@ fn child_side() {
     let Ok(path) = std::env::var("DLB_SHARE_CHILD_SOCKET") else { return };
     let mut s = UnixStream::connect(path).unwrap();
     let d = share::recv(&s).unwrap().expect("a descriptor");
-    let mut b = d.open(0).unwrap();
+    let mut b = d.open(ShareFlags::empty()).unwrap();
     drop(d);
     let x = b.as_mut_slice::<f32>().unwrap();
     assert_eq!(x[7], 7.0); // the parent's write
@@ -109,7 +110,7 @@ fn a_child_process_and_the_parent_see_each_others_writes() {
         .spawn()
         .unwrap();
     let (mut conn, _) = listener.accept().unwrap();
-    share::send(&conn, &share::share(&a, 0).unwrap()).unwrap();
+    share::send(&conn, &share::share(&a, ShareFlags::empty()).unwrap()).unwrap();
     let mut ack = [0u8; 1];
     conn.read_exact(&mut ack).unwrap();
     assert!(child.wait().unwrap().success());

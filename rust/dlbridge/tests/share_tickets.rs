@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use dlbridge::share::{self, Ticket};
-use dlbridge::DLDataType;
+use dlbridge::{DLDataType, ShareFlags, Status};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -57,7 +57,7 @@ fn a_rust_receiver_opens_a_python_producers_ticket() {
     out.read_line(&mut line).unwrap();
     let ticket = Ticket::from_bytes(&unhex(line.trim()));
     {
-        let mut b = ticket.open(0).unwrap();
+        let mut b = ticket.open(ShareFlags::empty()).unwrap();
         assert_eq!(b.shape(), &[8]);
         let x = b.as_mut_slice::<f32>().unwrap();
         assert_eq!(x, &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
@@ -71,8 +71,8 @@ fn a_rust_receiver_opens_a_python_producers_ticket() {
     assert_eq!(line.trim(), "0.0 10.0 20.0 30.0 40.0 50.0 60.0 70.0");
     assert!(child.wait().unwrap().success());
     // The producer has exited: its ticket is refused, naming it.
-    let e = ticket.open(0).unwrap_err();
-    assert_eq!(e.status, dlbridge::Status::Deleted, "{e:?}");
+    let e = ticket.open(ShareFlags::empty()).unwrap_err();
+    assert_eq!(e.status(), Status::Deleted, "{e:?}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn a_python_receiver_opens_a_rust_producers_ticket() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut a = share::alloc_shared(F32, &[4]).unwrap();
     a.as_mut_slice::<f32>().unwrap().copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
-    let ticket = Ticket::issue(&a, 0).unwrap();
+    let ticket = Ticket::issue(&a, ShareFlags::empty()).unwrap();
     assert_eq!(share::ticket_server().0, 1);
     let code = format!(
         "import torch, dlbridge\n\
@@ -109,11 +109,11 @@ fn a_python_receiver_opens_a_rust_producers_ticket() {
 fn tickets_refused_in_rust_keep_their_status() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let a = share::alloc_shared(F32, &[2]).unwrap();
-    let t = Ticket::issue(&a, 0).unwrap();
+    let t = Ticket::issue(&a, ShareFlags::empty()).unwrap();
     let mut cut = t.bytes().to_vec();
     cut.pop();
-    let e = Ticket::from_bytes(&cut).open(0).unwrap_err();
-    assert_eq!(e.status, dlbridge::Status::Malformed);
-    let b = t.open(share::DLB_SHARE_VIA_SERVER).unwrap();
+    let e = Ticket::from_bytes(&cut).open(ShareFlags::empty()).unwrap_err();
+    assert_eq!(e.status(), Status::Malformed);
+    let b = t.open(ShareFlags::VIA_SERVER).unwrap();
     assert_eq!(b.shape(), &[2]);
 }
