@@ -376,6 +376,7 @@ DLB_API dlb_status dlb_share_ticket_issue(dlb_buffer* buffer, uint64_t flags, dl
  *        read during the call. Opens once: a second open of the same
  *        ticket fails, unless it comes before the issuer has read the first
  *        one's release.
+ * @param size bytes at `ticket` (a dlb_share_ticket's `size`).
  * @param flags 0, DLB_SHARE_READ_ONLY, DLB_SHARE_VIA_SERVER.
  * @param out on success receives a new buffer with one reference, owned
  *        by the caller. Untouched on failure, when nothing is mapped or
