@@ -16,9 +16,10 @@
  * A TypeError of the 1.x call always earns one legacy retry (the call
  * without the 1.x keywords), whatever the signature said: a wrapper whose
  * __dlpack__(*args, **kwargs) forwards to a legacy producer says it takes
- * anything. When the retry raises TypeError too, the first exception is
- * raised as it is if it is a plain TypeError (the keyword refusal), and
- * is a refusal for the cure if it is a producer's subclass of TypeError.
+ * anything. A plain TypeError that remains (the retry raised TypeError
+ * too, or a legacy call raised it) is the protocol's answer to arguments
+ * and is raised as it is; a producer's subclass of TypeError is a refusal
+ * for the cure.
  *
  * Every other exception of the producer's __dlpack__ (or of its
  * __dlpack_device__, asked when a stream is given) goes to the one
@@ -319,10 +320,11 @@ static int consumer_stream(PyObject* obj, PyObject* stream, const long long* dev
  * set) as from_dlpack's result. */
 static PyObject* take(dlbpy_state* state, PyObject* obj, PyObject* method, PyObject* capsule, int modern,
                       int64_t stream, const long long* device, int policy) {
-  /* A TypeError the legacy retry answered with a TypeError too: the
-   * keyword refusal, passed on as it is. A producer's own subclass of
-   * TypeError (pyarrow's ArrowTypeError) is a refusal of the array. */
-  if (capsule == NULL && modern && PyErr_Occurred() == PyExc_TypeError) return NULL;
+  /* A plain TypeError (after the legacy retry, for a 1.x call): the
+   * protocol's answer to arguments, passed on as it is. A producer's own
+   * subclass of TypeError (pyarrow's ArrowTypeError) is a refusal of the
+   * array, as any other exception is. */
+  if (capsule == NULL && PyErr_Occurred() == PyExc_TypeError) return NULL;
   if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy, "__dlpack__");
   PyObject* tensor = dlbpy_capsule_to_tensor(state, capsule, stream);
   /* A 1.x producer was asked for the device and copy itself; the library

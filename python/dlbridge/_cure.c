@@ -6,9 +6,10 @@
  *
  *   - MemoryError, RecursionError and exceptions that are not Exceptions
  *     (KeyboardInterrupt, SystemExit) are not about the array: raised as
- *     they are. So is a TypeError that the legacy retry of _consumer.c
- *     answered with another TypeError (a keyword refusal, not a refusal of
- *     the array).
+ *     they are. So is a plain TypeError (exactly that class) that the
+ *     legacy retry of _consumer.c did not answer: the protocol's refusal of
+ *     arguments, not of the array (a producer's subclass, as pyarrow's
+ *     ArrowTypeError, is a refusal of the array).
  *   - A producer that says it deleted the array (obj.is_deleted() true, as
  *     JAX arrays say after delete() or a donation): dlbridge.Error with
  *     DLB_ERR_DELETED.
