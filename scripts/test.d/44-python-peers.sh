@@ -38,7 +38,7 @@ done
 # The files of tests/python that speak for numpy 2 as well as for numpy 1.24
 # (test_numpy.py pins numpy 1.x behaviour; torch, cffi and hypothesis are
 # not in the peer environment).
-tests=(test_peers_jax.py test_peers_tvm_ffi.py test_cure.py test_buffer.py test_glue.py test_protocol.py)
+tests=(test_peers_jax.py test_peers_refusals.py test_peers_tvm_ffi.py test_cure.py test_refusals.py test_buffer.py test_glue.py test_protocol.py)
 
 outside=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-peers.XXXXXX")
 trap 'rm -rf "$outside"' EXIT
