@@ -41,6 +41,21 @@ typedef struct dlb_buffer dlb_buffer;
  * created, so readiness is awaited once and then cached.
  */
 #define DLB_BUFFER_IMMUTABLE (UINT64_C(1) << 1)
+/**
+ * Buffer flag (dlb_buffer_wrap, dlb_buffer_from_backend; reported by
+ * dlb_buffer_flags()): DLPack 1.1's padded sub-byte layout
+ * (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED). Each element of a dtype of
+ * fewer than 8 bits (int4, uint2, float4_e2m1fn, ...) sits in a byte of
+ * its own, in the byte's low bits; sizes, strides and copies are those of a
+ * uint8 tensor of the same shape. Without it such elements are packed.
+ * Taken only for dtypes of fewer than 8 bits (DLB_ERR_INVALID_ARGUMENT
+ * otherwise). A versioned import sets it when the producer set the DLPack
+ * flag on such a dtype; versioned exports and copies carry it; a legacy
+ * export, which has no flag to say it, is refused with
+ * DLB_ERR_UNSUPPORTED_DTYPE (a legacy consumer would read the bytes as
+ * packed).
+ */
+#define DLB_BUFFER_SUBBYTE_PADDED (UINT64_C(1) << 2)
 /** Reported by dlb_buffer_flags(): the buffer was deleted (donated). */
 #define DLB_BUFFER_DELETED (UINT64_C(1) << 8)
 /** Reported: the data was imported and its producer marked it IS_COPIED, or the buffer is a copy dlb_buffer_resolve() made. */
@@ -86,7 +101,7 @@ typedef void (*dlb_release_fn)(void* ctx);
  * are copied; the data is not. `view->device` may be any known device type;
  * the library only reads host memory itself.
  * @param view the memory's description; read during the call only.
- * @param flags 0 or DLB_BUFFER_READ_ONLY.
+ * @param flags 0, DLB_BUFFER_READ_ONLY, DLB_BUFFER_SUBBYTE_PADDED.
  * @param release called as release(ctx) exactly once, on whichever thread
  *        drops the last reference (handle or export), when nothing uses the
  *        memory any more. May be NULL. Never called when this function fails:
@@ -144,7 +159,7 @@ DLB_API dlb_status dlb_buffer_dltensor(const dlb_buffer* buffer, DLTensor* out);
 
 /**
  * The buffer's flags: DLB_BUFFER_READ_ONLY, DLB_BUFFER_IMMUTABLE,
- * DLB_BUFFER_DELETED, DLB_BUFFER_COPIED, DLB_BUFFER_IMPORTED,
+ * DLB_BUFFER_SUBBYTE_PADDED, DLB_BUFFER_DELETED, DLB_BUFFER_COPIED, DLB_BUFFER_IMPORTED,
  * DLB_BUFFER_BACKEND. 0 for NULL. Thread-safe.
  */
 DLB_API uint64_t dlb_buffer_flags(const dlb_buffer* buffer);

@@ -161,12 +161,13 @@ DLB_API void dlb_clear_last_error(void);
  * @defgroup dlb_dtypes Data types and limits
  * @brief The dtype model shared by every part of the library.
  *
- * Legal (code, bits): Int and UInt 8/16/32/64; Float 16/32/64; OpaqueHandle
+ * Legal (code, bits): Int and UInt 2/4/8/16/32/64; Float 16/32/64; OpaqueHandle
  * 8/16/32/64; Bfloat 16; Complex 32/64/128; Bool 8; the float8 codes (7..14)
  * 8; float6 (15, 16) 6; float4 (17) 4. lanes is at least 1. An element of a
  * type whose bits * lanes is not a multiple of 8 is "sub-byte": such tensors
  * are packed (little bit-endian) and their byte size is the bit count rounded
- * up to whole bytes.
+ * up to whole bytes, unless a buffer is flagged DLB_BUFFER_SUBBYTE_PADDED
+ * (one byte per element, DLPack 1.1's IS_SUBBYTE_TYPE_PADDED).
  * @{
  */
 

@@ -186,9 +186,10 @@ static int import_capsule_on(PyObject* capsule, int64_t stream, dlb_buffer** out
     PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(capsule), "__name__");
     const char* name = type_name != NULL ? PyUnicode_AsUTF8AndSize(type_name, NULL) : NULL;
     if (name == NULL) PyErr_Clear();
-    snprintf(text, sizeof text, "a %.100s is not a PyCapsule", name != NULL ? name : "object");
+    snprintf(text, sizeof text, "__dlpack__ gave an object of type %.100s, not a DLPack PyCapsule",
+             name != NULL ? name : "(unnamed)");
     Py_XDECREF(type_name);
-    dlbpy_raise_error(DLB_ERR_INVALID_ARGUMENT, text);
+    dlbpy_raise_error(DLB_ERR_MALFORMED, text);
     return -1;
   }
   const char* name = PyCapsule_GetName(capsule);

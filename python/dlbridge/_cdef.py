@@ -117,6 +117,7 @@ typedef struct dlb_buffer dlb_buffer;
 
 #define DLB_BUFFER_READ_ONLY 1
 #define DLB_BUFFER_IMMUTABLE 2
+#define DLB_BUFFER_SUBBYTE_PADDED 4
 #define DLB_BUFFER_DELETED 256
 #define DLB_BUFFER_COPIED 512
 #define DLB_BUFFER_IMPORTED 1024

@@ -13,16 +13,21 @@
  * works, known as legacy from then on. No error text is read. The answer is
  * remembered per type in the module state.
  *
- * The host-copy cure: a producer whose __dlpack__ refuses with BufferError
- * (an array sharded over several devices, memory the producer cannot
- * export) becomes a buffer of a small backend whose storage has no
- * zero-copy access and whose copy_to_host asks the producer again for host
- * memory: __dlpack__ with dl_device=(kDLCPU, 0) and copy=True, then the
- * buffer protocol, then __array__(), then __array_interface__. Whether a
- * copy may be made, and the refusal when copy=False forbids it, are the
- * library's export planner's (dlb_buffer_resolve), the same rule that
- * decides a dlbridge.Tensor's own exports. A producer saying it deleted
- * the array (is_deleted()) raises dlbridge.Error with DLB_ERR_DELETED.
+ * A TypeError of the 1.x call always earns one legacy retry (the call
+ * without the 1.x keywords), whatever the signature said: a wrapper whose
+ * __dlpack__(*args, **kwargs) forwards to a legacy producer says it takes
+ * anything. A plain TypeError that remains (the retry raised TypeError
+ * too, or a legacy call raised it) is the protocol's answer to arguments
+ * and is raised as it is; a producer's subclass of TypeError is a refusal
+ * for the cure.
+ *
+ * Every other exception of the producer's __dlpack__ (or of its
+ * __dlpack_device__, asked when a stream is given) goes to the one
+ * refusal rule of _cure.c: the host-copy cure, or dlbridge's own error
+ * naming the producer's. Whether a copy may be made, and the refusal when
+ * copy=False forbids it, are the library's export planner's
+ * (dlb_buffer_resolve), the same rule that decides a dlbridge.Tensor's own
+ * exports.
  */
 #include "_glue.h"
 
@@ -216,6 +221,31 @@ static PyObject* call_legacy(PyObject* method, PyObject* stream) {
   return capsule;
 }
 
+/* The legacy retry (the array API standard's rule, no error text read):
+ * with a TypeError set by the 1.x call, __dlpack__ is called once more
+ * without the 1.x keywords. Returns its capsule (*modern set to 0), or
+ * NULL with an exception set: the retry's own when it failed otherwise
+ * than with TypeError (*modern 0: the producer took the legacy call), else
+ * the first (*modern unchanged; a TypeError of both calls is no refusal of
+ * the array, and the cure passes it on: see `keyword_refusal`). Without a
+ * TypeError set, NULL with the exception as it is. */
+static PyObject* legacy_retry(PyObject* method, PyObject* stream, int* modern) {
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyObject* capsule = call_legacy(method, stream);
+  if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    PyErr_Restore(type, value, trace);
+    return NULL;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(trace);
+  *modern = 0;
+  return capsule;
+}
+
 /* `tensor` (consumed) as the consumer's device and copy policy ask: itself
  * when it satisfies them, else what dlb_buffer_resolve gives (the export
  * planner's decision for a producer that could not be asked). */
@@ -243,7 +273,8 @@ static PyObject* resolve(dlbpy_state* state, PyObject* tensor, const long long* 
  * bool), checked by the library's rule (dlb_check_consumer_stream) for the
  * device obj says its memory is on (obj.__dlpack_device__(), as the
  * standard's consumers ask before __dlpack__) and for the device asked for.
- * 0 with *value set, or -1 with TypeError / ValueError set. */
+ * 0 with *value set, -1 with TypeError / ValueError set, or -2 with the
+ * exception of obj.__dlpack_device__() set (a refusal for the cure). */
 static int consumer_stream(PyObject* obj, PyObject* stream, const long long* device, long long* value) {
   if (!PyLong_Check(stream) || PyBool_Check(stream)) {
     PyErr_Format(PyExc_TypeError, "stream must be an int or None, not %R", stream);
@@ -252,7 +283,7 @@ static int consumer_stream(PyObject* obj, PyObject* stream, const long long* dev
   *value = PyLong_AsLongLong(stream);
   if (*value == -1 && PyErr_Occurred()) return -1;
   PyObject* where = PyObject_CallMethod(obj, "__dlpack_device__", NULL);
-  if (where == NULL) return -1;
+  if (where == NULL) return -2;
   long long producer[2];
   const int bad = dlbpy_int_pair(where, "__dlpack_device__()", "(device_type, device_id)", producer);
   Py_DECREF(where);
@@ -289,7 +320,12 @@ static int consumer_stream(PyObject* obj, PyObject* stream, const long long* dev
  * set) as from_dlpack's result. */
 static PyObject* take(dlbpy_state* state, PyObject* obj, PyObject* method, PyObject* capsule, int modern,
                       int64_t stream, const long long* device, int policy) {
-  if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy);
+  /* A plain TypeError (after the legacy retry, for a 1.x call): the
+   * protocol's answer to arguments, passed on as it is. A producer's own
+   * subclass of TypeError (pyarrow's ArrowTypeError) is a refusal of the
+   * array, as any other exception is. */
+  if (capsule == NULL && PyErr_Occurred() == PyExc_TypeError) return NULL;
+  if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy, "__dlpack__");
   PyObject* tensor = dlbpy_capsule_to_tensor(state, capsule, stream);
   /* A 1.x producer was asked for the device and copy itself; the library
    * decides them for a legacy one. */
@@ -317,7 +353,7 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
       PyObject* argv[2] = {obj, state->max_version};
       PyObject* capsule = call(state->str_dlpack, argv, 1, state->max_version_names);
       if (capsule != NULL) return take(state, obj, NULL, capsule, 1, 1, NULL, DLB_COPY_IF_NEEDED);
-      /* Refused: the cure wants the method. */
+      /* Refused: the legacy retry and the cure want the method. */
       PyObject *type, *value, *trace;
       PyErr_Fetch(&type, &value, &trace);
       PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
@@ -327,7 +363,9 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
         return NULL;
       }
       PyErr_Restore(type, value, trace);
-      PyObject* result = take(state, obj, method, NULL, 1, 1, NULL, DLB_COPY_IF_NEEDED);
+      int modern = 1;
+      capsule = legacy_retry(method, NULL, &modern);
+      PyObject* result = take(state, obj, method, capsule, modern, 1, NULL, DLB_COPY_IF_NEEDED);
       Py_DECREF(method);
       return result;
     }
@@ -378,15 +416,17 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
       Py_INCREF(obj);
       return resolve(state, dlbpy_capsule_to_tensor(state, obj, 1), device, policy);
     }
-    PyErr_Format(PyExc_AttributeError,
-                 "%R does not implement the DLPack protocol (it has no __dlpack__)", producer);
-    return NULL;
+    return dlbpy_refuse_without_dlpack(obj);
   }
 
   PyObject* result = NULL;
   long long stream_value = 1; /* none given: the producer assumes the legacy default stream */
-  if (stream != NULL && consumer_stream(obj, stream, device, &stream_value) != 0) goto done;
   int protocol = remembered(state, producer);
+  if (stream != NULL) {
+    const int bad = consumer_stream(obj, stream, device, &stream_value);
+    if (bad == -2) result = dlbpy_cure(state, obj, method, protocol != kLegacy, device, policy, "__dlpack_device__");
+    if (bad != 0) goto done;
+  }
   if (protocol == kUnknown) {
     const int takes = signature_takes_max_version(method);
     if (takes != kUnknown) {
@@ -399,36 +439,24 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     goto done;
   }
   PyObject* capsule = call_modern(state, method, device, copy, stream);
-  if (capsule != NULL || protocol == kModern || !PyErr_ExceptionMatches(PyExc_TypeError)) {
-    /* A modern producer's TypeError is its own. A builtin whose signature
-     * cannot be read is known as modern once it took the keywords. */
-    if (capsule != NULL && protocol == kUnknown && remember(state, producer, 0) != 0) {
-      Py_DECREF(capsule);
+  int modern = 1;
+  if (capsule == NULL) {
+    /* A TypeError earns one legacy retry, whatever the signature said (a
+     * wrapper taking **kwargs around a legacy producer). A builtin whose
+     * signature cannot be read is known as legacy once the retry took
+     * place (it returned, or failed with anything but TypeError). */
+    capsule = legacy_retry(method, stream, &modern);
+    if (!modern && protocol == kUnknown && remember(state, producer, 1) != 0) {
+      Py_XDECREF(capsule);
       goto done;
     }
-    result = take(state, obj, method, capsule, 1, stream_value, device, policy);
+  } else if (protocol == kUnknown && remember(state, producer, 0) != 0) {
+    /* A builtin whose signature cannot be read is known as modern once it
+     * took the keywords. */
+    Py_DECREF(capsule);
     goto done;
   }
-  /* A builtin without a readable signature refused the keywords with a
-   * TypeError: asked once without them. If that call takes place (it
-   * returns, or fails with anything but TypeError), the type speaks the
-   * legacy protocol; otherwise the first TypeError is the answer. */
-  PyObject *type, *value, *trace;
-  PyErr_Fetch(&type, &value, &trace);
-  capsule = call_legacy(method, stream);
-  if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
-    PyErr_Clear();
-    PyErr_Restore(type, value, trace);
-    goto done;
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(trace);
-  if (remember(state, producer, 1) != 0) {
-    Py_XDECREF(capsule);
-    goto done;
-  }
-  result = take(state, obj, method, capsule, 0, stream_value, device, policy);
+  result = take(state, obj, method, capsule, modern, stream_value, device, policy);
 done:
   Py_DECREF(method);
   return result;
@@ -443,18 +471,25 @@ const char dlbpy_from_dlpack_doc[] =
     "when the producer speaks only the protocol before DLPack 1.0: read from the\n"
     "signature of its __dlpack__ where Python has one, else learnt from one call\n"
     "(the keywords refused with TypeError, the call without them taken), and\n"
-    "remembered for the type. Also takes a DLPack capsule itself. An object without\n"
-    "__dlpack__ raises AttributeError.\n"
+    "remembered for the type; a TypeError of the 1.x call always earns one call\n"
+    "without the 1.x keywords. Also takes a DLPack capsule itself. An object without\n"
+    "__dlpack__ raises AttributeError (dlbridge.Error DLB_ERR_UNSUPPORTED_DTYPE for an\n"
+    "array whose dtype DLPack cannot describe, as a JAX PRNG key array).\n"
     "device: the (device_type, device_id) the result must be on; copy: True\n"
     "always copies, False never copies (BufferError when a copy would be\n"
     "needed), None copies only when needed.\n\n"
-    "A producer that refuses with BufferError (JAX for an array sharded over several\n"
-    "devices, any \"cannot export\") is, unless copy=False, asked for host memory\n"
-    "instead: __dlpack__(dl_device=(1, 0), copy=True), then the buffer protocol, then\n"
-    "__array__(), then __array_interface__; the result is a host copy whose\n"
-    ".copied is True. With copy=False that refusal raises BufferError\n"
-    "(DLB_ERR_NOT_ZERO_COPY) naming it. A producer whose is_deleted() says the array\n"
-    "was deleted or donated raises dlbridge.Error (DLB_ERR_DELETED) with its message.\n\n"
+    "A producer whose __dlpack__ refuses, with any exception (JAX's JaxRuntimeError for\n"
+    "a string or int4 array, BufferError for an array sharded over several devices,\n"
+    "TensorFlow's InvalidArgumentError, pyarrow's ArrowTypeError), is, unless\n"
+    "copy=False, asked for host memory instead: __dlpack__(dl_device=(1, 0),\n"
+    "copy=True), then the buffer protocol, then __array__(), then __array_interface__;\n"
+    "the result is a host copy whose .copied is True. With copy=False that refusal\n"
+    "raises BufferError (DLB_ERR_NOT_ZERO_COPY) naming it; when no copy can be made,\n"
+    "dlbridge.Error (DLB_ERR_UNSUPPORTED_DTYPE for a dtype DLPack cannot describe)\n"
+    "says why, keeping the producer's exception class and words and chaining its\n"
+    "exception. A producer whose is_deleted() says the array was deleted or donated\n"
+    "raises dlbridge.Error (DLB_ERR_DELETED). MemoryError, RecursionError,\n"
+    "KeyboardInterrupt and SystemExit pass through unchanged.\n\n"
     "stream (an extension of the standard's from_dlpack): the consumer's CUDA\n"
     "stream, passed to the producer's __dlpack__; -1, 1, 2 or a stream handle.\n"
     "ValueError for 0, or for any stream when the producer's memory or the\n"

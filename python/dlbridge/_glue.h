@@ -149,13 +149,22 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
                             PyObject* kwnames);
 extern const char dlbpy_from_dlpack_doc[];
 
-/* A refusal of obj.__dlpack__ (the exception set) as from_dlpack answers it
- * (_cure.c): dlbridge.Error DLB_ERR_DELETED for a deleted array, the host
- * copy the planner allows for a BufferError, or the exception as it is.
+/* A refusal of obj.__dlpack__ or obj.__dlpack_device__ (`called`, the
+ * exception set) as from_dlpack answers it (_cure.c, the one refusal
+ * rule): the exception as it is when it is not about the array
+ * (MemoryError, RecursionError, KeyboardInterrupt, SystemExit),
+ * dlbridge.Error DLB_ERR_DELETED for a deleted array, else the host copy
+ * the planner allows, or dlbridge's own error naming the refusal.
  * `modern`: the producer takes the 1.x keywords. A new tensor, or NULL
  * with the exception set. */
 PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int modern, const long long* device,
-                     int policy);
+                     int policy, const char* called);
+
+/* from_dlpack's answer to an object without __dlpack__ (_cure.c):
+ * dlbridge.Error DLB_ERR_UNSUPPORTED_DTYPE for an array-like whose dtype
+ * DLPack cannot describe (a JAX PRNG key array), AttributeError for
+ * anything else. Always NULL with the exception set. */
+PyObject* dlbpy_refuse_without_dlpack(PyObject* obj);
 
 /* is_legacy_producer(type): the remembered answer for a producer type. */
 PyObject* dlbpy_is_legacy_producer(PyObject* module, PyObject* type);

@@ -52,11 +52,13 @@ namespace {
 dlb_status wrap_impl(const DLTensor* view, uint64_t flags, dlb_release_fn release, void* ctx, dlb_buffer** out) {
   if (view == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "view is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  if ((flags & ~DLB_BUFFER_READ_ONLY) != 0)
+  constexpr uint64_t known = DLB_BUFFER_READ_ONLY | DLB_BUFFER_SUBBYTE_PADDED;
+  if ((flags & ~known) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has bits 0x%" PRIx64 " that dlb_buffer_wrap does not take",
-                     flags & ~DLB_BUFFER_READ_ONLY);
+                     flags & ~known);
+  DLB_TRY(dlb::check_padded_flag(view->dtype, flags));
   dlb::LayoutInfo info;
-  DLB_TRY(dlb::check_layout(view, dlb::Origin::argument, true, &info));
+  DLB_TRY(dlb::check_layout(view, dlb::Origin::argument, true, &info, (flags & DLB_BUFFER_SUBBYTE_PADDED) != 0));
   dlb::StorageState state{};
   state.wrap.release = release;
   state.wrap.ctx = ctx;

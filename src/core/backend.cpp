@@ -98,7 +98,7 @@ dlb_status backend_copy_to_host(dlb_buffer* b, void* dst, std::int64_t stream) n
     void* data = nullptr;
     void* ref = nullptr;
     DLB_TRY(backend_acquire(b, &data, &ref));
-    const dlb_status s = copy_host_view(b->tensor, b->contiguous, b->nbytes,
+    const dlb_status s = copy_host_view(storage_view(b), b->contiguous, b->nbytes,
                                         static_cast<unsigned char*>(data) + b->tensor.byte_offset, dst);
     be.vt.release_access(be.ctx, storage, ref);
     return s;
@@ -180,12 +180,13 @@ dlb_status buffer_from_backend(dlb_backend* backend, void* storage, const DLTens
   if (backend == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "backend is NULL");
   if (layout == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "layout is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  constexpr std::uint64_t known = DLB_BUFFER_READ_ONLY | DLB_BUFFER_IMMUTABLE;
+  constexpr std::uint64_t known = DLB_BUFFER_READ_ONLY | DLB_BUFFER_IMMUTABLE | DLB_BUFFER_SUBBYTE_PADDED;
   if ((flags & ~known) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "flags has bits 0x%" PRIx64 " that a backend buffer cannot take",
                      flags & ~known);
+  DLB_TRY(check_padded_flag(layout->dtype, flags));
   LayoutInfo info;
-  DLB_TRY(check_layout(layout, Origin::argument, false, &info));
+  DLB_TRY(check_layout(layout, Origin::argument, false, &info, (flags & DLB_BUFFER_SUBBYTE_PADDED) != 0));
   Backend* be = reinterpret_cast<Backend*>(backend);
   if (be->ops->kind != kind)
     return set_error(DLB_ERR_INVALID_ARGUMENT,

@@ -49,7 +49,7 @@ dlb_status host_copy_to_host(dlb_buffer* b, void* dst, std::int64_t) noexcept {
                      "create it with dlb_buffer_from_backend and a copy_to_host callback",
                      device_type_name(device_type_of(b->tensor.device)), static_cast<int>(b->tensor.device.device_id),
                      b->ops->name);
-  return copy_host_view(b->tensor, b->contiguous, b->nbytes, buffer_origin(b), dst);
+  return copy_host_view(storage_view(b), b->contiguous, b->nbytes, buffer_origin(b), dst);
 }
 
 void free_owned(dlb_buffer*) noexcept {}
@@ -182,6 +182,13 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
   return b->ops->copy_to_host(b, dst, stream);
 }
 
+dlb_status check_padded_flag(DLDataType dtype, std::uint64_t flags) noexcept {
+  if ((flags & DLB_BUFFER_SUBBYTE_PADDED) == 0 || paddable(dtype)) return DLB_OK;
+  return set_error(DLB_ERR_INVALID_ARGUMENT,
+                   "DLB_BUFFER_SUBBYTE_PADDED is for dtypes of fewer than 8 bits; this one has %u bits per element",
+                   static_cast<unsigned>(element_bits(dtype)));
+}
+
 dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept {
   if (src->deleted.load(std::memory_order_acquire))
     return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be copied");
@@ -195,6 +202,8 @@ dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t fl
   info.nbytes = src->nbytes;
   info.contiguous = true;
   const StorageState none{};
+  // A padded sub-byte source gives a padded copy: the layout is the data's.
+  flags |= src->flags & DLB_BUFFER_SUBBYTE_PADDED;
   dlb_buffer* b = buffer_create(view, info, kOwnedStorage, flags | kCreateUninitialised, none);
   if (b == nullptr) return DLB_ERR_OUT_OF_MEMORY;
   const dlb_status s = buffer_copy_out(src, b->tensor.data, b->nbytes, stream);

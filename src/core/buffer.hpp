@@ -172,6 +172,19 @@ dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std
 // A fresh owned host buffer (compact, row-major) holding a copy of `src`'s
 // elements, with `flags` (DLB_BUFFER_* bits); `stream` goes to the
 // storage's wait. On failure nothing is left allocated.
+// The buffer's tensor as its bytes are laid out: for a padded sub-byte
+// buffer (DLB_BUFFER_SUBBYTE_PADDED) with the uint8 carrier dtype, which
+// the copies use; otherwise the tensor itself.
+inline DLTensor storage_view(const dlb_buffer* b) noexcept {
+  DLTensor t = b->tensor;
+  t.dtype = carrier_dtype(t.dtype, (b->flags & DLB_BUFFER_SUBBYTE_PADDED) != 0);
+  return t;
+}
+
+// DLB_OK, or DLB_ERR_INVALID_ARGUMENT when `flags` has
+// DLB_BUFFER_SUBBYTE_PADDED for a dtype of 8 bits or more.
+dlb_status check_padded_flag(DLDataType dtype, std::uint64_t flags) noexcept;
+
 dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept;
 
 // Copies a validated host view (any strides, NULL = compact) into dst.

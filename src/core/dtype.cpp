@@ -13,13 +13,13 @@ namespace {
 // the bit widths DLPack allows for them.
 struct CodeInfo {
   const char* name;   // base name; the width is appended where `widths` has several
-  std::uint8_t widths[4];  // legal bit widths, 0-terminated
+  std::uint8_t widths[6];  // legal bit widths, 0-terminated
   bool name_has_width;
 };
 
 constexpr CodeInfo kCodes[] = {
-    /* 0 Int */ {"int", {8, 16, 32, 64}, true},
-    /* 1 UInt */ {"uint", {8, 16, 32, 64}, true},
+    /* 0 Int */ {"int", {2, 4, 8, 16, 32, 64}, true},  // 2 and 4: sub-byte (DLPack 1.1)
+    /* 1 UInt */ {"uint", {2, 4, 8, 16, 32, 64}, true},
     /* 2 Float */ {"float", {16, 32, 64, 0}, true},
     /* 3 OpaqueHandle */ {"handle", {8, 16, 32, 64}, true},
     /* 4 Bfloat */ {"bfloat", {16, 0, 0, 0}, true},

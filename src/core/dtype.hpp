@@ -24,6 +24,21 @@ inline std::uint64_t element_bits(DLDataType dtype) noexcept {
 // True when whole elements start on byte boundaries.
 inline bool byte_addressable(DLDataType dtype) noexcept { return element_bits(dtype) % 8 == 0; }
 
+// DLPack 1.1's padded sub-byte layout (DLB_BUFFER_SUBBYTE_PADDED,
+// DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED): each element of fewer than
+// 8 bits sits in a byte of its own. Every size, stride and copy of such a
+// tensor is that of a uint8 tensor of the same shape: the "carrier" dtype,
+// which the layout arithmetic and the copies use in its place.
+inline bool paddable(DLDataType dtype) noexcept { return element_bits(dtype) < 8; }
+inline DLDataType carrier_dtype(DLDataType dtype, bool padded) noexcept {
+  if (!padded || !paddable(dtype)) return dtype;
+  DLDataType byte;
+  byte.code = kDLUInt;
+  byte.bits = 8;
+  byte.lanes = 1;
+  return byte;
+}
+
 }  // namespace dlb
 
 #endif

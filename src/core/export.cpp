@@ -187,6 +187,15 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   // handed over as CPU memory).
   const bool move_to_cpu = want_cpu && dev_type != kDLCPU && !device_is_host_readable(dev_type);
 
+  // The legacy struct has no flag to say the sub-byte elements are padded
+  // either: a legacy consumer would read the bytes as packed elements.
+  if (legacy && (b->flags & DLB_BUFFER_SUBBYTE_PADDED) != 0)
+    DLB_REFUSE(report, DLB_ERR_UNSUPPORTED_DTYPE,
+               "the buffer's %u-bit elements are padded to a byte each, and a legacy DLManagedTensor has no flag "
+               "to say so (its consumer would read them as packed); export a DLManagedTensorVersioned "
+               "(max_version=(1, 1) or later)",
+               static_cast<unsigned>(element_bits(b->tensor.dtype)));
+
   // Can the buffer's memory be handed out as it is? (The reason, when
   // not, is only put into words if a refusal is reported.)
   dlb_status share = DLB_OK;
@@ -259,6 +268,7 @@ __attribute__((always_inline)) inline dlb_status make_plan(const dlb_buffer* b, 
   } else if ((b->flags & DLB_BUFFER_READ_ONLY) != 0 || (opt.flags & DLB_EXPORT_READ_ONLY) != 0) {
     flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   }
+  if ((b->flags & DLB_BUFFER_SUBBYTE_PADDED) != 0) flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
   std::uint64_t bits = flags << Plan::kFlagsShift;
   if (copy) bits |= Plan::kCopy;
   if (to_cpu) bits |= Plan::kToCpu;
@@ -302,7 +312,7 @@ __attribute__((always_inline)) inline dlb_status plan_default(dlb_buffer* b, boo
   // without planning again (a second plan costs every fresh buffer's first
   // export, the import + re-export path).
   bool same = true;
-  if ((b->flags & DLB_BUFFER_READ_ONLY) != 0) {
+  if ((b->flags & (DLB_BUFFER_READ_ONLY | DLB_BUFFER_SUBBYTE_PADDED)) != 0) {
     Plan other;
     bool other_stable = true;
     same = make_plan(b, kDefaultOptions, versioned, false, &other, &other_stable) == DLB_OK && other_stable &&
@@ -479,7 +489,8 @@ dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, 
   StorageState state{};
   state.relabelled.parent = b;
   state.relabelled.ref = ref;
-  const std::uint64_t flags = (plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
+  std::uint64_t flags = (plan.flags() & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
+  flags |= b->flags & DLB_BUFFER_SUBBYTE_PADDED;
   dlb_buffer* r = buffer_create(view, info, kRelabelledStorage, flags, state);
   if (r == nullptr) {
     if (plan.access()) b->ops->release_access(b, ref);

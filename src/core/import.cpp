@@ -39,11 +39,17 @@ __attribute__((always_inline)) inline dlb_status read_options(const dlb_import_o
 __attribute__((always_inline)) inline dlb_status check_incoming(const DLTensor& t, std::uint64_t dl_flags,
                                                                 const dlb_import_options& opt, LayoutInfo* info,
                                                                 std::uint64_t* flags) noexcept {
-  DLB_TRY(check_layout(&t, Origin::incoming, true, info));
-  if ((dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype))
+  // IS_SUBBYTE_TYPE_PADDED: one byte per element for a dtype of fewer than
+  // 8 bits (the flag means nothing for wider ones, and is dropped there).
+  // A sub-byte type of 8 or more bits that is not whole bytes (float6 x 3
+  // lanes) has no padded layout DLPack defines: refused, not misread.
+  const bool padded = (dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype);
+  if (padded && !paddable(t.dtype))
     return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
-                     "tensor has IS_SUBBYTE_TYPE_PADDED set for a %u-bit type; dlbridge reads packed sub-byte data only",
+                     "tensor has IS_SUBBYTE_TYPE_PADDED set for %u-bit elements; dlbridge pads only elements of "
+                     "fewer than 8 bits",
                      static_cast<unsigned>(element_bits(t.dtype)));
+  DLB_TRY(check_layout(&t, Origin::incoming, true, info, padded));
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
   if (opt.require_alignment > 1 && !info->empty && origin % opt.require_alignment != 0)
     return set_error(DLB_ERR_ALIGNMENT,
@@ -59,6 +65,7 @@ __attribute__((always_inline)) inline dlb_status check_incoming(const DLTensor& 
   std::uint64_t f = DLB_BUFFER_IMPORTED;
   if (read_only) f |= DLB_BUFFER_READ_ONLY;
   if ((dl_flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0) f |= DLB_BUFFER_COPIED;
+  if (padded) f |= DLB_BUFFER_SUBBYTE_PADDED;
   *flags = f;
   return DLB_OK;
 }
@@ -88,6 +95,10 @@ __attribute__((noinline)) dlb_status import_routed(const DLTensor& t, std::uint6
     LayoutInfo info;
     std::uint64_t flags = 0;
     DLB_TRY(check_incoming(t, dl_flags, opt, &info, &flags));
+    if ((flags & DLB_BUFFER_SUBBYTE_PADDED) != 0)
+      return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
+                       "the CUDA backend takes in packed sub-byte elements only; this tensor's are padded to a byte "
+                       "each (import it without DLB_IMPORT_CUDA_BACKEND)");
     const bool versioned = &ops == &kImportedVersionedStorage;
     void* managed = versioned ? static_cast<void*>(state.versioned) : static_cast<void*>(state.legacy);
     const dlb_status s = cuda_take_in(t, flags & DLB_BUFFER_READ_ONLY, stream, versioned, managed, out);

@@ -25,7 +25,13 @@ void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t*
   }
 }
 
-dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, LayoutInfo* info) noexcept {
+dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, LayoutInfo* info, bool padded) noexcept {
+  if (padded && paddable(t->dtype)) {
+    DLB_TRY(check_dtype(t->dtype));
+    DLTensor carrier = *t;
+    carrier.dtype = carrier_dtype(t->dtype, true);
+    return check_layout(&carrier, origin, check_data, info, false);
+  }
   const dlb_status shape_status = origin == Origin::argument ? DLB_ERR_INVALID_ARGUMENT : DLB_ERR_MALFORMED;
   if (t->ndim < 0 || t->ndim > DLB_MAX_NDIM)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "%sndim is %d (must be 0..%d)", what(origin), t->ndim,

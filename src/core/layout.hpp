@@ -34,8 +34,11 @@ struct LayoutInfo {
 // Checks ndim, shape, dtype, device, strides and the arithmetic of `t`.
 // When check_data is set, also "NULL data with a non-zero size" and that
 // data + byte_offset + extent fits the address space. Fills `info`.
-// Sets the error message and returns its status on failure.
-dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, LayoutInfo* info) noexcept;
+// Sets the error message and returns its status on failure. `padded`: the
+// tensor's sub-byte elements are padded to a byte each (carrier_dtype);
+// ignored for dtypes of 8 bits or more.
+dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, LayoutInfo* info,
+                        bool padded = false) noexcept;
 
 // Compact row-major strides for a shape (strides[i] in elements).
 void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t* strides) noexcept;

@@ -305,6 +305,9 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   DLB_TRY(check_flags(flags, DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY, "dlb_buffer_share"));
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
+  if ((dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED) != 0)  // the description has no padded flag
+    return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "a buffer of padded sub-byte elements cannot be shared: the share "
+                     "description says packed");
   const bool read_only = read_only_of(flags, (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0);
   if (cuda_ipc_shareable(buffer)) return cuda_ipc_share(buffer, read_only, out);
   if (device_type_of(t.device) == kDLCPU && t.data != nullptr) {

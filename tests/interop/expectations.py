@@ -83,17 +83,19 @@ REASONS = {
         r"DT_FLOAT8_E\w+ is not supported by dlpack",
         "TensorFlow refuses to export its float8 tensors (DLPack 0.8 and later has codes for "
         "both), and raises InvalidArgumentError where the array API standard asks for "
-        "BufferError.",
-        "the producer refuses to describe its memory, and with an exception other than "
-        "BufferError, which is not the refusal a consumer may cure by copying.",
+        "BufferError. dlbridge.from_dlpack of the tensor object takes the refusal as any other "
+        "and copies the tensor through its __array__() (an ml_dtypes float8 array).",
+        "tf.experimental.dlpack.to_dlpack itself refuses: there is no capsule, and no object "
+        "to ask for a host copy.",
     ),
     "pyarrow-bit-packed-bool": (
         "producer: pyarrow",
         r"Bit-packed boolean data type not supported by DLPack",
         "Arrow stores booleans one bit each, which DLPack cannot describe; pyarrow refuses with "
-        "ArrowTypeError (the array API standard asks for BufferError).",
-        "there are no bytes of bools to share; a cure by copying would have to start from "
-        "BufferError, which pyarrow does not raise.",
+        "ArrowTypeError (the array API standard asks for BufferError). dlbridge.from_dlpack "
+        "takes the refusal as any other and copies the array through its __array__() (one byte "
+        "per value).",
+        None,
     ),
     "paddle-uint16-is-bfloat16": (
         "producer: Paddle",
@@ -102,6 +104,38 @@ REASONS = {
         "bfloat16 DLPack code (Paddle once stored bfloat16 as uint16): the values arrive "
         "relabelled.",
         "dlbridge receives bfloat16 from Paddle and cannot know it was meant as uint16.",
+    ),
+    # -- JAX's refused dtypes (issue 33) --
+    "jax-string-array": (
+        "producer: JAX",
+        r"This operation is implemented for a PjRt-compatible backend only",
+        "JAX holds a string array in IFRT's BasicStringArray, not a PjRt buffer, and its "
+        "exporter raises JaxRuntimeError (the array API standard asks for BufferError).",
+        "its host copy is a numpy StringDType array, which DLPack cannot describe: dlbridge "
+        "names the refusal (DLB_ERR_UNSUPPORTED_DTYPE) with JAX's words.",
+    ),
+    "jax-producer-subbyte": (
+        "producer: JAX",
+        r"XLA type [SU][24] has no DLPack equivalent",
+        "JAX 0.12 refuses to export int4, uint4, int2 and uint2 arrays (JaxRuntimeError "
+        "UNIMPLEMENTED), although DLPack 1.1 describes them; dlbridge.from_dlpack copies them "
+        "one element per byte (the padded sub-byte layout).",
+        None,
+    ),
+    "consumer-subbyte": (
+        "consumer: numpy, JAX, Paddle, array_api_strict",
+        r"Unsupported dtype in DLTensor|unsupported DLPack (unsigned )?integer width|"
+        r"Unsupported DLDataType.bits",
+        "these importers know no integers of 2 or 4 bits, packed or padded.",
+        "the consumer refuses the dtype itself.",
+    ),
+    "legacy-consumer-padded-subbyte": (
+        "consumer: TensorFlow, tvm-ffi",
+        r"padded to a byte each, and a legacy DLManagedTensor has no flag",
+        "these consumers ask for legacy capsules, which cannot carry DLPack 1.1's "
+        "IS_SUBBYTE_TYPE_PADDED flag; dlbridge refuses the legacy export "
+        "(DLB_ERR_UNSUPPORTED_DTYPE) rather than let the bytes be read as packed elements.",
+        "a padded sub-byte tensor cannot be described in a legacy capsule.",
     ),
     "array-api-strict-dtypes": (
         "consumer: array_api_strict",
@@ -118,9 +152,9 @@ REASONS = {
 #
 # The consumer-side host-copy cure (dlbridge.from_dlpack retrying with
 # dl_device=CPU, copy=True, the buffer protocol, __array__ when a producer's
-# __dlpack__ raises BufferError) is not among them: no CPU producer here
-# refuses a host tensor with BufferError, so no pair of this matrix waits on
-# it; its own tests use JAX arrays sharded over several CPU devices.
+# __dlpack__ refuses, with any exception) is not among them: it is in, and
+# the reasons it cures (tf-producer-float8 for the tensor object,
+# pyarrow-bit-packed-bool, jax-producer-subbyte) name the direct path only.
 PENDING = {}
 
 _ALL = "*"
@@ -128,6 +162,8 @@ _PRODUCERS_OBJ = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "pyarrow", 
                   "dlbridge"]
 _CAPSULE_PRODUCERS = ["tensorflow-capsule", "paddle-capsule"]
 _NON_STANDARD = ["float16/*", "bfloat16/*", "float8_*"]
+_CONSUMERS_NOT_DLBRIDGE = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "array_api_strict"]
+_SUBBYTE = ["int4/*", "uint4/*", "int2/*"]
 
 # (reason, path: "direct" | "dlbridge" | "both", producers, consumers, cases):
 # the exchanges named fail for that reason. Producers, consumers and cases
@@ -146,10 +182,16 @@ RULES = [
      ["tensorflow"], ["*/strided", "*/transposed"]),
     ("tf-consumer-float8", "both", _PRODUCERS_OBJ + _CAPSULE_PRODUCERS, ["tensorflow"],
      ["float8_*"]),
-    ("tf-producer-float8", "both", ["tensorflow*"], [_ALL], ["float8_*"]),
-    ("pyarrow-bit-packed-bool", "both", ["pyarrow"], [_ALL], ["bool/*"]),
+    ("tf-producer-float8", "direct", ["tensorflow"], _CONSUMERS_NOT_DLBRIDGE, ["float8_*"]),
+    ("tf-producer-float8", "both", ["tensorflow-capsule"], [_ALL], ["float8_*"]),
+    ("pyarrow-bit-packed-bool", "direct", ["pyarrow"], _CONSUMERS_NOT_DLBRIDGE, ["bool/*"]),
     ("paddle-uint16-is-bfloat16", "both", ["paddle*"], [_ALL], ["uint16/*"]),
     ("array-api-strict-dtypes", "both", [_ALL], ["array_api_strict"], _NON_STANDARD),
+    # -- JAX's refused dtypes (issue 33) --
+    ("jax-string-array", "both", ["jax"], [_ALL], ["string/*"]),
+    ("jax-producer-subbyte", "direct", ["jax"], _CONSUMERS_NOT_DLBRIDGE, _SUBBYTE),
+    ("consumer-subbyte", "dlbridge", ["jax"], ["numpy", "jax", "paddle", "array_api_strict"], _SUBBYTE),
+    ("legacy-consumer-padded-subbyte", "dlbridge", ["jax"], ["tensorflow", "tvm_ffi"], _SUBBYTE),
 ]
 
 

@@ -50,6 +50,14 @@ LAYOUT_DTYPES = ["float32", "complex64"]
 CASES = (["%s/contiguous" % d for d in DTYPES]
          + ["%s/%s" % (d, layout) for layout in LAYOUTS for d in LAYOUT_DTYPES])
 
+# -- JAX's refused dtypes (issue 33): arrays JAX holds but does not export,
+# made by the JAX producer only (n/a for the others): a string array
+# (JaxRuntimeError "PjRt-compatible backend only") and the sub-byte
+# integers ("XLA type S4 has no DLPack equivalent"), which dlbridge copies
+# one element per byte (DLPack 1.1's padded sub-byte layout).
+JAX_REFUSED_CASES = ["string/contiguous", "int4/contiguous", "uint4/contiguous", "int2/contiguous"]
+CASES = CASES + JAX_REFUSED_CASES
+
 # Consumers whose from_dlpack promises to share the producer's host memory
 # (for every layout they accept): the result must have the producer's address.
 ZERO_COPY_CONSUMERS = {"numpy", "tvm_ffi", "dlbridge", "array_api_strict"}
@@ -149,11 +157,33 @@ def _framework_layout(x, layout, transpose):
     raise NotApplicable("the framework has no read-only tensors")
 
 
+def _make_jax_refused(producer, case):
+    """The JAX_REFUSED_CASES, as make() returns them."""
+    np = _np()
+    if producer != "jax":
+        raise NotApplicable("a case of JAX's refused dtypes")
+    import jax
+    import jax.numpy as jnp
+
+    dtype = case.split("/")[0]
+    if dtype == "string":
+        values = np.array(["ab", "cd", "e"], dtype=np.dtypes.StringDType())
+        x = jax.device_put(values, jax.devices()[0])
+        return x, values, x, None
+    values = (np.arange(24).reshape(4, 6) % (4 if dtype.endswith("2") else 16))
+    if not dtype.startswith("u"):
+        values = values - (2 if dtype.endswith("2") else 8)
+    x = jnp.asarray(values, getattr(jnp, dtype))
+    return x, np.asarray(x).copy(), x, None
+
+
 def make(producer, case):
     """(tensor or capsule to hand over, expected numpy array, root object whose
     freeing proves every deleter ran (or None), numpy array whose memory the
     tensor shares and may be written (or None))."""
     np = _np()
+    if case in JAX_REFUSED_CASES:
+        return _make_jax_refused(producer, case)
     dtype, layout = case.split("/")
     base = _base(dtype)
     expected = _numpy_layout(base, layout)
@@ -298,7 +328,8 @@ def _address(obj):
     if _is_capsule(obj):
         return None
     t = obj if isinstance(obj, dlbridge.Tensor) else dlbridge.from_dlpack(obj)
-    return t.data_ptr if t.size else None
+    # A host copy the refusal rule made is not the producer's memory.
+    return t.data_ptr if t.size and not (t.copied and t is not obj) else None
 
 
 def _bump(writable):

@@ -133,10 +133,12 @@ def test_copy_true_and_cpu_device_are_cured_too():
 
 def test_nothing_to_copy_from_says_every_step():
     p = Refuser([1.0])
-    with pytest.raises(BufferError) as info:
+    with pytest.raises(dlbridge.Error) as info:
         dlbridge.from_dlpack(p)
+    assert info.value.status_name == "DLB_ERR_BACKEND"  # the cure's copy failed
     text = str(info.value)
-    assert REFUSAL in text and "no host copy could be made instead" in text
+    assert "Refuser.__dlpack__ raised BufferError: " + REFUSAL in text
+    assert "no host copy could be made instead" in text
     for step in ("__dlpack__(dl_device=(1, 0), copy=True)", "the buffer protocol", "__array__()",
                  "__array_interface__"):
         assert step in text
@@ -147,8 +149,9 @@ def test_a_step_giving_the_wrong_shape_is_not_taken():
     p = Refuser([1.0, 2.0], arr=True)
     p._array = lambda: np.zeros(3)  # the producer's __array__ disagrees with its shape
     p.__array__ = p._array
-    with pytest.raises(BufferError, match="another shape or dtype"):
+    with pytest.raises(dlbridge.Error, match="another shape or dtype") as info:
         dlbridge.from_dlpack(p)
+    assert info.value.status_name == "DLB_ERR_BACKEND"
 
 
 def test_no_shape_no_cure():
@@ -156,20 +159,56 @@ def test_no_shape_no_cure():
         def __dlpack__(self, **kwargs):
             raise BufferError(REFUSAL)
 
-    with pytest.raises(BufferError, match="cannot copy it to the host: it has no shape") as info:
+    with pytest.raises(dlbridge.Error, match="cannot copy it to the host either: it has no shape") as info:
         dlbridge.from_dlpack(Bare())
+    assert info.value.status_name == "DLB_ERR_UNSUPPORTED_LAYOUT"
     assert str(info.value.__cause__) == REFUSAL
+    with pytest.raises(BufferError, match=r"^DLB_ERR_UNSUPPORTED_LAYOUT: .*Bare\.__dlpack__ raised BufferError"):
+        dlbridge.from_dlpack(Bare(), copy=False)
 
 
-def test_other_exceptions_are_the_producers_own():
+class ProducerError(Exception):
+    """A framework's own exception class (JaxRuntimeError, ArrowTypeError...)."""
+
+
+def test_any_exception_is_a_refusal_the_cure_answers():
     class Wrong(Refuser):
         def __dlpack__(self, **kwargs):
-            raise RuntimeError("not a BufferError")
+            raise ProducerError("not a BufferError")
+
+    p = Wrong([1.0, 2.0], arr=True)
+    t = dlbridge.from_dlpack(p)
+    assert t.copied and values_of(t) == [1.0, 2.0] and p.array_calls == 1
+    with pytest.raises(BufferError) as info:
+        dlbridge.from_dlpack(p, copy=False)
+    text = str(info.value)
+    assert text.startswith("DLB_ERR_NOT_ZERO_COPY: ")
+    assert ".Wrong.__dlpack__ raised test_cure.ProducerError: not a BufferError; " in text
+    assert isinstance(info.value.__cause__, ProducerError) and p.array_calls == 1
+
+
+@pytest.mark.parametrize("error", [MemoryError, KeyboardInterrupt, SystemExit, RecursionError])
+def test_exceptions_not_about_the_array_pass_unchanged(error):
+    raised = error("not about the array")
+
+    class Wrong(Refuser):
+        def __dlpack__(self, **kwargs):
+            raise raised
 
     p = Wrong([1.0], arr=True)
-    with pytest.raises(RuntimeError, match="^not a BufferError$"):
+    with pytest.raises(error) as info:
         dlbridge.from_dlpack(p)
-    assert p.array_calls == 0
+    assert info.value is raised and p.array_calls == 0
+
+
+def test_an_exception_not_about_the_array_in_a_step_stops_the_cure():
+    class Wrong(Refuser):
+        def _array(self):
+            raise KeyboardInterrupt
+
+    p = Wrong([1.0], arr=True)
+    with pytest.raises(KeyboardInterrupt):
+        dlbridge.from_dlpack(p)
 
 
 def test_a_deleted_array_raises_deleted_with_the_producers_message():
@@ -293,7 +332,8 @@ def test_signatures_decide_without_a_call():
 
     with pytest.raises(TypeError, match="my own error"):
         dlbridge.from_dlpack(Modern())
-    assert seen == ["modern"] and not dlbridge._glue.is_legacy_producer(Modern)
+    # a TypeError earns one legacy retry; a TypeError again: the first, as it is
+    assert seen == ["modern", "modern"] and not dlbridge._glue.is_legacy_producer(Modern)
     assert dlbridge.from_dlpack(Kwargs()).data_ptr == t.data_ptr
     assert seen[-1] == ["max_version"]
     assert dlbridge.from_dlpack(Legacy()).data_ptr == t.data_ptr

@@ -1,5 +1,6 @@
 """Exchanges with torch 1.13 in both directions (legacy DLPack protocol)."""
 
+import ctypes
 import gc
 import weakref
 
@@ -50,9 +51,17 @@ def test_dlbridge_empty_to_torch_every_dtype(name):
     assert bool((g == 0).all())
 
 
-def test_torch_cannot_export_bool():
+def test_torch_cannot_export_bool_and_dlbridge_copies_it():
+    # torch 1.13 refuses with RuntimeError ("Bool type is not supported by
+    # dlpack"): a refusal the cure answers through torch's __array__.
+    g = torch.tensor([True, False, True])
     with pytest.raises(RuntimeError, match="Bool"):
-        dlbridge.from_dlpack(torch.zeros(3, dtype=torch.bool))
+        g.__dlpack__()
+    t = dlbridge.from_dlpack(g)
+    assert t.copied and t.dtype == "bool" and t.shape == (3,)
+    assert ctypes.string_at(t.data_ptr, 3) == bytes([1, 0, 1])
+    with pytest.raises(BufferError, match="DLB_ERR_NOT_ZERO_COPY: Tensor.__dlpack__ raised RuntimeError: .*Bool"):
+        dlbridge.from_dlpack(g, copy=False)
 
 
 def test_torch_cannot_import_bool():

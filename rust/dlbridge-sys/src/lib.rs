@@ -118,6 +118,7 @@ pub const DLB_MAX_NDIM: i32 = 64;
 
 pub const DLB_BUFFER_READ_ONLY: u64 = 1 << 0;
 pub const DLB_BUFFER_IMMUTABLE: u64 = 1 << 1;
+pub const DLB_BUFFER_SUBBYTE_PADDED: u64 = 1 << 2;
 pub const DLB_BUFFER_DELETED: u64 = 1 << 8;
 pub const DLB_BUFFER_COPIED: u64 = 1 << 9;
 pub const DLB_BUFFER_IMPORTED: u64 = 1 << 10;
