@@ -5,6 +5,11 @@
 # compiler and include directory, then runs tests/exchange with it against
 # the freshly built library and the build directory's working copy of the
 # package (<build-dir>/python/dlbridge, with its dlbridge._glue extension).
+# Then, with the peer environment's interpreter (scripts/peers-env), the
+# exchange tables against real peers: torch 2 both ways, tvm-ffi both ways,
+# and the JAX array sharded over two CPU devices cured into torch
+# (tests/python/test_peers_torch2.py, test_peers_tvm_ffi.py). The pins name
+# those peers: a missing one fails the stage.
 #
 #   bash scripts/test.d/45-exchange.sh <build-dir>
 set -euo pipefail
@@ -33,3 +38,14 @@ echo "== 45-exchange: building the test extensions with $py ($inc)"
 echo "== 45-exchange: pytest tests/exchange (library: $lib, package: $pkg)"
 DLB_EXCHANGE_EXT_DIR=$tmp DLBRIDGE_LIBRARY=$lib PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 \
   "$py" -m pytest -q -p no:cacheprovider tests/exchange
+
+echo "== 45-exchange: torch 2, tvm-ffi and JAX (the peer environment)"
+set +e
+env_dir=$(scripts/peers-env | tail -n 1)
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { echo "45-exchange: FAILED: no peer environment (scripts/peers-env exit $rc), although python/requirements/peers.txt names torch 2, tvm-ffi and JAX" >&2; exit 1; }
+env -u LD_LIBRARY_PATH DLBRIDGE_PEERS_REQUIRED=1 XLA_FLAGS=--xla_force_host_platform_device_count=2 \
+  JAX_PLATFORMS=cpu PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 \
+  "$env_dir/bin/python" -m pytest -q -p no:cacheprovider -rs \
+  tests/python/test_peers_torch2.py tests/python/test_peers_tvm_ffi.py

@@ -1,5 +1,5 @@
 """The DLPack C exchange API against apache-tvm-ffi (the modern peer
-environment, see scripts/test.d/44-python-peers.sh), both directions, each
+environment, see scripts/test.d/45-exchange.sh), both directions, each
 test showing which path was taken.
 
 tvm-ffi 0.1.15 publishes __dlpack_c_exchange_api__ on
@@ -8,6 +8,7 @@ exchanged through __dlpack__); tvm_ffi.from_dlpack reads the table of any
 object that has one, and otherwise calls __dlpack__() without arguments."""
 
 import gc
+import os
 
 import pytest
 
@@ -15,8 +16,11 @@ try:
     import numpy as np
     import tvm_ffi
     from tvm_ffi.core import DLTensorTestWrapper
-except ImportError:
-    pytest.skip("skipped: apache-tvm-ffi not installable here", allow_module_level=True)
+except ImportError as e:
+    if os.environ.get("DLBRIDGE_PEERS_REQUIRED"):  # scripts/test.d/45-exchange.sh
+        pytest.fail("apache-tvm-ffi is pinned in python/requirements/peers.txt but missing: %s" % e,
+                    pytrace=False)
+    pytest.skip("skipped: apache-tvm-ffi is the peer environment's", allow_module_level=True)
 
 import dlbridge
 
