@@ -1,4 +1,5 @@
-"""Exchanges with torch 1.13 in both directions (legacy DLPack protocol)."""
+"""Exchanges with torch in both directions: Debian's torch 1.13 (legacy DLPack
+protocol) and, in the peer environment's run, torch 2."""
 
 import gc
 import weakref
@@ -10,6 +11,9 @@ np = pytest.importorskip("numpy")
 import dlbridge
 
 torch = pytest.importorskip("torch")
+
+torch1_only = pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2,
+                                 reason="asserts torch 1.13's behaviour; torch %s is newer" % torch.__version__)
 
 TORCH_DTYPES = [
     "int8", "int16", "int32", "int64", "uint8",
@@ -50,15 +54,26 @@ def test_dlbridge_empty_to_torch_every_dtype(name):
     assert bool((g == 0).all())
 
 
+@torch1_only
 def test_torch_cannot_export_bool():
     with pytest.raises(RuntimeError, match="Bool"):
         dlbridge.from_dlpack(torch.zeros(3, dtype=torch.bool))
 
 
+@torch1_only
 def test_torch_cannot_import_bool():
     # torch 1.13 knows neither kDLBool (6) nor how to read a uint8 as bool.
     with pytest.raises(RuntimeError):
         torch.from_dlpack(dlbridge.empty((3,), "bool"))
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2, reason="torch 1.13 has no kDLBool")
+def test_torch_2_exchanges_bool_both_ways():
+    g = torch.tensor([True, False, True])
+    t = dlbridge.from_dlpack(g)
+    assert t.dtype == "bool" and t.data_ptr == g.data_ptr()
+    back = torch.from_dlpack(dlbridge.from_dlpack(np.array([False, True])))
+    assert back.dtype == torch.bool and back.tolist() == [False, True]
 
 
 def test_writes_seen_both_ways():
