@@ -17,9 +17,11 @@ extensions are built with the running interpreter's compiler and headers.
 
     PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_exchange.py
 
-With the peer environment's interpreter (numpy 2, tvm-ffi) it adds
-tvm_ffi.from_dlpack of numpy, tvm-ffi and dlbridge tensors and dlbridge
-taking tvm-ffi's:
+With the peer environment's interpreter (numpy 2, tvm-ffi, torch 2, mlx) it
+adds tvm_ffi.from_dlpack of numpy, tvm-ffi and dlbridge tensors and dlbridge
+taking tvm-ffi's, and torch's and mlx's own from_dlpack beside dlbridge
+taking their tensors and they taking dlbridge's (torch 2 through its
+exchange table, also driven from the C loop):
 
     PYTHONPATH=build/bench/python "$(scripts/peers-env --path)"/bin/python bench/bench_exchange.py
 """
@@ -110,6 +112,34 @@ def main():
                 ("d_from_tvm", "dlbridge.from_dlpack(tvm_ffi.Tensor), __dlpack__",
                  lambda: timeit_ns(dlbridge.from_dlpack, v, pn)),
             ]
+    try:  # the peer environment has torch 2 (with its exchange table) and mlx
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        torch = None  # Debian's torch 1.13: its row is bench_python.py's
+    try:
+        import mlx.core as mx
+    except ImportError:
+        mx = None
+    if torch is not None and dlbridge_table:
+        g = torch.arange(12.0).reshape(3, 4)
+        rows += [
+            ("torch_own", "torch.from_dlpack(torch tensor)", lambda: timeit_ns(torch.from_dlpack, g, pn // 10)),
+            ("torch_table", "C: torch table from-py-object + deleter", lambda: loops.table_loop(g, n)),
+            ("d_from_torch", "dlbridge.from_dlpack(torch tensor), its table",
+             lambda: timeit_ns(dlbridge.from_dlpack, g, pn)),
+            ("torch_d", "torch.from_dlpack(dlbridge.Tensor)", lambda: timeit_ns(torch.from_dlpack, t, pn // 10)),
+        ]
+    if mx is not None and dlbridge_table:
+        m = mx.arange(12.0).reshape(3, 4)
+        mx.eval(m)
+        rows += [
+            ("mx_own", "mx.from_dlpack(mlx array)", lambda: timeit_ns(mx.from_dlpack, m, pn // 10)),
+            ("d_from_mx", "dlbridge.from_dlpack(mlx array), __dlpack__",
+             lambda: timeit_ns(dlbridge.from_dlpack, m, pn)),
+            ("mx_d", "mx.from_dlpack(dlbridge.Tensor)", lambda: timeit_ns(mx.from_dlpack, t, pn // 10)),
+        ]
     # Rounds interleave the measures, so that a change in the machine's load
     # shifts all of them alike; each figure is the median over the rounds.
     samples = {key: [] for key, _, _ in rows}
@@ -144,6 +174,18 @@ def main():
             print("  dlbridge.from_dlpack(dlbridge) / tvm_ffi.from_dlpack(tvm_ffi) %6.3f"
                   % ratio("d_from_t", "tvm_tvm"))
         print("  (tvm_ffi %s)" % tvm_ffi.__version__)
+    if torch is not None and dlbridge_table:
+        print("  dlbridge.from_dlpack(torch) / torch.from_dlpack(torch)  %6.3f  (goal <= 1)"
+              % ratio("d_from_torch", "torch_own"))
+        print("  torch.from_dlpack(dlbridge) / torch.from_dlpack(torch)  %6.3f  (goal <= 1)"
+              % ratio("torch_d", "torch_own"))
+        print("  C loop through torch's table: %.1f ns per tensor; dlbridge's: %.1f" % (ns["torch_table"], ns["d_table"]))
+        print("  (torch %s)" % torch.__version__)
+    if mx is not None and dlbridge_table:
+        print("  dlbridge.from_dlpack(mlx) / mx.from_dlpack(mlx)         %6.3f  (goal <= 1)"
+              % ratio("d_from_mx", "mx_own"))
+        print("  mx.from_dlpack(dlbridge) / mx.from_dlpack(mlx)          %6.3f" % ratio("mx_d", "mx_own"))
+        print("  (mlx %s)" % mx.__version__)
     counts = xproducer.counts()
     assert counts["exports"] == counts["deleters"], counts
 

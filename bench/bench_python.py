@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Cost of a DLPack exchange through the Python package, as ratios against
-the same exchange between numpy (or torch) and itself, measured in the same
-process with timeit.
+the same exchange between numpy (or torch, or mlx) and itself, measured in
+the same process with timeit.
 
     PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_python.py [--number N] [--repeat R]
 
 (the package as the build directory holds it; or without PYTHONPATH in a
 virtual environment where the wheel is installed). With the peer
-environment's interpreter the numpy rows are numpy 2's and tvm-ffi's
-from_dlpack is measured too (no goal):
+environment's interpreter the numpy rows are numpy 2's, the torch rows
+torch 2's, and tvm-ffi's and mlx's from_dlpack are measured too; with
+--nanobind-sum DIR (where examples/nanobind_sum/build.py put the example
+extension) the example's call through dlbridge is timed beside the same
+function taking nb::ndarray:
 
-    PYTHONPATH=build/bench/python "$(scripts/peers-env --path)"/bin/python bench/bench_python.py
+    PYTHONPATH=build/bench/python "$(scripts/peers-env --path)"/bin/python bench/bench_python.py \
+        --nanobind-sum build/nanobind_sum
 
 Each figure is the best of R repeats of N calls (the least disturbed run),
 per call in microseconds; a call includes dropping its result, so deleters
@@ -37,6 +41,11 @@ try:  # the peer environment (scripts/peers-env) has it
 except ImportError:  # pragma: no cover
     tvm_ffi = None
 
+try:  # the peer environment has it
+    import mlx.core as mx
+except ImportError:  # pragma: no cover
+    mx = None
+
 
 def best_per_call(stmt, number, repeat):
     return min(timeit.repeat(stmt, number=number, repeat=repeat)) / number * 1e6
@@ -56,6 +65,7 @@ def main(argv=None):
     parser.add_argument("--number", type=int, default=100000, help="calls per repeat")
     parser.add_argument("--repeat", type=int, default=5, help="repeats per round")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of each pair")
+    parser.add_argument("--nanobind-sum", metavar="DIR", help="where the nanobind_sum example was built")
     args = parser.parse_args(argv)
     n, r = args.number, args.repeat
 
@@ -79,6 +89,19 @@ def main(argv=None):
         base, cand = measure(lambda: torch.from_dlpack(g), lambda: torch.from_dlpack(t), tn)
         rows.append(("torch.from_dlpack(dlbridge tensor)", "torch.from_dlpack(torch tensor)", cand,
                      base, 1.0))
+        if hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):  # torch 2: dlbridge takes its table
+            base, cand = measure(lambda: torch.from_dlpack(g), lambda: dlbridge.from_dlpack(g), tn)
+            rows.append(("dlbridge.from_dlpack(torch tensor)", "torch.from_dlpack(torch tensor)", cand,
+                         base, 1.0))
+
+    if mx is not None:
+        m = mx.zeros((16, 16))
+        mx.eval(m)
+        mn = max(n // 10, 1000)
+        base, cand = measure(lambda: mx.from_dlpack(m), lambda: dlbridge.from_dlpack(m), mn)
+        rows.append(("dlbridge.from_dlpack(mlx array)", "mx.from_dlpack(mlx array)", cand, base, 1.0))
+        base, cand = measure(lambda: mx.from_dlpack(m), lambda: mx.from_dlpack(t), mn)
+        rows.append(("mx.from_dlpack(dlbridge tensor)", "mx.from_dlpack(mlx array)", cand, base, None))
 
     if tvm_ffi is not None:
         # tvm-ffi's own from_dlpack beside it taking dlbridge's tensors, and
@@ -89,6 +112,24 @@ def main(argv=None):
                      base, None))
         base, cand = measure(lambda: tvm_ffi.from_dlpack(v), lambda: dlbridge.from_dlpack(v))
         rows.append(("dlbridge.from_dlpack(tvm_ffi tensor)", "tvm_ffi.from_dlpack(tvm_ffi tensor)", cand,
+                     base, None))
+
+    if args.nanobind_sum:
+        # The example extension: the same C++ sum reached through dlbridge
+        # (dlbridge.from_dlpack, its table, dlb_import_versioned) and through
+        # nb::ndarray; no goal: the price of what dlbridge adds.
+        sys.path.insert(0, args.nanobind_sum)
+        import nanobind_sum as ns
+
+        base, cand = measure(lambda: ns.sum_ndarray(a), lambda: ns.sum(a))
+        rows.append(("nanobind_sum.sum(numpy array)", "nanobind_sum.sum_ndarray(numpy array)", cand, base,
+                     None))
+        if torch is not None:
+            base, cand = measure(lambda: ns.sum_ndarray(g), lambda: ns.sum(g), max(n // 10, 1000))
+            rows.append(("nanobind_sum.sum(torch tensor)", "nanobind_sum.sum_ndarray(torch tensor)", cand,
+                         base, None))
+        base, cand = measure(lambda: ns.sum_ndarray(t), lambda: ns.sum(t))
+        rows.append(("nanobind_sum.sum(dlbridge tensor)", "nanobind_sum.sum_ndarray(dlbridge tensor)", cand,
                      base, None))
 
     # Pieces, for the analysis in bench/README.md.
@@ -115,9 +156,9 @@ def main(argv=None):
     print()
     for name, stmt in pieces:
         print("%-60s %7.3f us" % (name, best_per_call(stmt, n, r)))
-    print("python %s, numpy %s, torch %s, tvm_ffi %s, dlbridge %s (%s)" % (
+    print("python %s, numpy %s, torch %s, tvm_ffi %s, mlx %s, dlbridge %s (%s)" % (
         sys.version.split()[0], np.__version__, torch.__version__ if torch else "-",
-        tvm_ffi.__version__ if tvm_ffi else "-",
+        tvm_ffi.__version__ if tvm_ffi else "-", mx.__version__ if mx else "-",
         dlbridge.__version__, dlbridge._glue.__file__))
     return 1 if missed else 0
 

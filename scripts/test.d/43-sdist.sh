@@ -20,8 +20,8 @@
 #      whole suite; and the whole suite again with numpy 2 from the peer
 #      environment (scripts/peers-env), whose packages a .pth file adds
 #      to a fresh venv of its interpreter (the shared environment is only
-#      read): there the JAX and tvm-ffi tests run too, JAX with four CPU
-#      devices (XLA_FLAGS).
+#      read): there the JAX, tvm-ffi and torch 2 tests run too, JAX with four
+#      CPU devices (XLA_FLAGS), and a pinned peer missing fails them.
 # Without the packaging tools (no package index) the stage is skipped
 # (exit 77); 40-python.sh covers the offline route. A CPython of the list or
 # the peer environment missing here: the rest runs, then the stage says
@@ -189,6 +189,7 @@ suite() {  # suite LABEL PYTHON VENV_ARGS PTH_LINE PYTEST_ARGS...
   (cd "$tmp" && check_installed "$venv/bin/python") || { problem "not the venv's package: $label"; return 0; }
   if (cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 DLB_TEST_FAKE_CUDA="$fake_cuda" \
         XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu DLB_SHARE_EXAMPLE="$share_example" \
+        DLBRIDGE_PEERS_REQUIRED="$peers_required" \
         "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs "$@" "${suites[@]}") >"$venv.log" 2>&1; then
     ran+=("$label")
     echo "  $(tail -n 1 "$venv.log")"
@@ -211,18 +212,21 @@ done
 suite "Debian CPython 3.11, numpy $("$debian_py" -c 'import numpy; print(numpy.__version__)'), torch" \
   "$debian_py" --system-site-packages "" --hypothesis-profile=ci
 
+peers_required=
 peers=$(bash "$root/scripts/peers-env" --path)
 if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
   peers_base=$(sed -n 's/^home = //p' "$peers/pyvenv.cfg")/python3
   peers_site=$("$peers/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   peers_numpy=$("$peers/bin/python" -c 'import numpy; print(numpy.__version__)')
-  for module in pytest numpy jax tvm_ffi; do
+  for module in pytest numpy jax tvm_ffi torch mlx.core; do
     "$peers/bin/python" -c "import $module" >/dev/null 2>&1 \
       || problem "the peer environment ($peers) cannot import $module, which python/requirements/peers.txt pins"
   done
   hyp=()
   "$peers/bin/python" -c 'import hypothesis' 2>/dev/null && hyp=(--hypothesis-profile=ci)
-  # The tests that pin numpy 1.24's limits skip themselves under numpy 2.
+  # The tests that pin numpy 1.24's limits skip themselves under numpy 2;
+  # the peer tests fail, rather than skip, where a pinned peer is missing.
+  peers_required=1
   suite "CPython $("$peers/bin/python" -c 'import platform; print(platform.python_version())'), numpy $peers_numpy (peer environment)" \
     "$peers_base" "" "$peers_site" "${hyp[@]}"
 else

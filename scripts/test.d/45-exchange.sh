@@ -5,6 +5,9 @@
 # compiler and include directory, then runs tests/exchange with it against
 # the freshly built library and the build directory's working copy of the
 # package (<build-dir>/python/dlbridge, with its dlbridge._glue extension).
+# The exchange tables against real peers (torch 2, tvm-ffi) are tested by
+# tests/python/test_peers_torch2.py and test_peers_tvm_ffi.py, in
+# 43-sdist.sh's peer-environment suite.
 #
 #   bash scripts/test.d/45-exchange.sh <build-dir>
 set -euo pipefail
@@ -33,3 +36,4 @@ echo "== 45-exchange: building the test extensions with $py ($inc)"
 echo "== 45-exchange: pytest tests/exchange (library: $lib, package: $pkg)"
 DLB_EXCHANGE_EXT_DIR=$tmp DLBRIDGE_LIBRARY=$lib PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 \
   "$py" -m pytest -q -p no:cacheprovider tests/exchange
+

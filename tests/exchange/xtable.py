@@ -85,7 +85,7 @@ def capsule_name(capsule):
 def table(tp):
     """The ExchangeAPI published on type `tp` (checked name and major 1)."""
     capsule = tp.__dict__.get("__dlpack_c_exchange_api__")
-    if capsule is None:
+    if type(capsule).__name__ != "PyCapsule":  # absent, or a getter (dlbridge.Tensor on 3.12)
         capsule = getattr(tp, "__dlpack_c_exchange_api__")
     assert capsule_name(capsule) == "dlpack_exchange_api"
     api = ct.cast(_get_pointer(capsule, b"dlpack_exchange_api"), ct.POINTER(ExchangeAPI)).contents

@@ -145,6 +145,84 @@ REASONS = {
     ),
 }
 
+# --- torch 2, mlx, onnxruntime (issue 34) ------------------------------------
+REASONS.update({
+    "ort-consumer-dtypes": (
+        "consumer: onnxruntime",
+        r"GetOrtValueDataType.*Unsupported code (5|6|10|12)\b|DLDataType contains unknown type_code=5",
+        "OrtValue.from_dlpack knows no kDLComplex (5), kDLBool (6) or float8 (10, 12) DLPack codes, "
+        "although ONNX has complex, bool and float8 element types: it raises RuntimeError (ValueError "
+        "for complex from tvm-ffi, checked in its Python layer).",
+        "the dtype is what it is; dlbridge cannot relabel it for the consumer.",
+    ),
+    "ort-compact-only": (
+        "consumer: onnxruntime",
+        r"ORT only supports contiguous tensor",
+        "OrtValue.from_dlpack takes only compact row-major tensors; strided and transposed views are "
+        "refused with RuntimeError.",
+        "dlbridge hands the consumer the producer's memory as it is (zero-copy); a compact copy "
+        "is the consumer's to make.",
+    ),
+    "ort-legacy-read-only": (
+        "consumer: onnxruntime",
+        r"Cannot export readonly array since signalling readonly|onnxruntime result is a copy",
+        "OrtValue.from_dlpack asks for legacy capsules (`__dlpack__()`), which cannot say the memory "
+        "is read-only: numpy refuses its read-only arrays (BufferError), and read-only memory (numpy's "
+        "read-only views, JAX's and pyarrow's immutable arrays, which they flag READ_ONLY in versioned "
+        "capsules) reaches onnxruntime from dlbridge as a writable copy, not shared.",
+        "a legacy capsule cannot carry the READ_ONLY flag; dlbridge copies rather than hand "
+        "read-only memory over as writable (the array API standard allows a copy under copy=None).",
+    ),
+    "ort-producer-bool-as-uint8": (
+        "producer: onnxruntime",
+        r"result has dtype uint8, want bool",
+        "OrtValue.__dlpack__ exports a bool tensor with the uint8 code (kDLUInt, 8 bits) instead of "
+        "kDLBool (DLPack 0.8 and later): consumers receive uint8.",
+        "dlbridge receives uint8 from onnxruntime and cannot know it was bool.",
+    ),
+    "ort-producer-float8": (
+        "producer: onnxruntime",
+        r"GetDlpackDataType.*Unexpected data type of (17|19)",
+        "OrtValue.__dlpack__ refuses its float8 tensors (ONNX types 17 and 19; DLPack has codes for "
+        "both) with RuntimeError, where the array API standard asks for BufferError.",
+        "the producer refuses to describe its memory, and with an exception other than "
+        "BufferError, which is not the refusal a consumer may cure by copying.",
+    ),
+    "mlx-consumer-narrows-64-bit": (
+        "consumer: mlx",
+        r"mlx result has dtype (float32|complex64), want (float64|complex128)",
+        "mx.from_dlpack turns float64 into float32 (and complex128 into complex64: mlx has no "
+        "complex128) without an error: the consumer gets other values of another dtype than the "
+        "producer's; mlx has float64 arrays on the CPU (mx.array(..., dtype=mx.float64)).",
+        "the consumer converts the dtype itself.",
+    ),
+    "mlx-consumer-float8": (
+        "consumer: mlx",
+        r"Cannot convert array to mlx",
+        "mlx has no float8 dtypes: mx.from_dlpack refuses them (ValueError).",
+        "the consumer refuses the dtype itself.",
+    ),
+    "byte-offset-ignored": (
+        "consumer: Paddle, onnxruntime",
+        r"result has other values than the producer's",
+        "paddle.utils.dlpack.from_dlpack and OrtValue.from_dlpack ignore DLTensor.byte_offset: mlx "
+        "exports its views (a 0-d element, a slice past the first row) as the base pointer plus a "
+        "byte_offset, and these consumers read from the base pointer, so they see other elements "
+        "than the producer's. dlbridge folds the offset into the data pointer of what it exports.",
+        None,
+    ),
+    "byte-offset-refused": (
+        "consumer: TensorFlow, torch",
+        r"Unsupported byte_offset \(\d+\) from DLPack, must be zero|Expected zero byte_offset",
+        "tf.experimental.dlpack.from_dlpack refuses any non-zero DLTensor.byte_offset "
+        "(InvalidArgumentError), and torch.from_dlpack refuses it for a 0-d tensor (ValueError: "
+        "\"Expected zero byte_offset\"); mlx exports its views with one. "
+        "dlbridge folds the offset into the data pointer of what it exports.",
+        None,
+    ),
+})
+# -----------------------------------------------------------------------------
+
 # Reasons whose dlbridge path is to be fixed in dlbridge itself. The rules
 # that name them still expect failures today; when the fix lands the
 # exchanges start to work, the tests say so, and the entry is removed here
@@ -193,6 +271,33 @@ RULES = [
     ("consumer-subbyte", "dlbridge", ["jax"], ["numpy", "jax", "paddle", "array_api_strict"], _SUBBYTE),
     ("legacy-consumer-padded-subbyte", "dlbridge", ["jax"], ["tensorflow", "tvm_ffi"], _SUBBYTE),
 ]
+
+# --- torch 2, mlx, onnxruntime (issue 34) ------------------------------------
+RULES += [
+    ("object-consumer-given-capsule", "direct", ["torch-capsule"], ["numpy", "jax", "array_api_strict"],
+     [_ALL]),
+    ("jax-compact-strides", "both", ["torch*", "mlx"], ["jax"], ["*/strided"]),
+    ("tf-compact-strides", "both", ["torch*", "mlx"], ["tensorflow"], ["*/strided", "*/transposed"]),
+    ("tf-consumer-float8", "both", ["torch*"], ["tensorflow"], ["float8_*"]),
+    ("ort-consumer-dtypes", "both", [_ALL], ["onnxruntime"],
+     ["bool/*", "complex*", "float8_*"]),
+    # JAX and TensorFlow index into compact copies; the others export views.
+    ("ort-compact-only", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict", "paddle*", "torch*",
+                                  "mlx"], ["onnxruntime"], ["*/strided", "*/transposed"]),
+    ("ort-legacy-read-only", "direct", ["numpy"], ["onnxruntime"], ["*/readonly"]),
+    ("ort-legacy-read-only", "direct", ["dlbridge"], ["onnxruntime"], ["float32/readonly"]),
+    ("ort-legacy-read-only", "dlbridge", ["numpy", "dlbridge"], ["onnxruntime"], ["float32/readonly"]),
+    ("ort-legacy-read-only", "dlbridge", ["jax", "pyarrow"], ["onnxruntime"],
+     ["*/contiguous", "*/0-d", "*/strided", "*/transposed", "*/offset"]),  # zero-size: no address
+    ("ort-producer-bool-as-uint8", "both", ["onnxruntime"], [_ALL], ["bool/*"]),
+    ("ort-producer-float8", "both", ["onnxruntime"], [_ALL], ["float8_*"]),
+    ("mlx-consumer-narrows-64-bit", "both", [_ALL], ["mlx"], ["float64/*", "complex128/*"]),
+    ("mlx-consumer-float8", "both", [_ALL], ["mlx"], ["float8_*"]),
+    ("byte-offset-ignored", "direct", ["mlx"], ["paddle", "onnxruntime"], ["*/0-d", "*/offset"]),
+    ("byte-offset-refused", "direct", ["mlx"], ["tensorflow"], ["*/0-d", "*/offset"]),
+    ("byte-offset-refused", "direct", ["mlx"], ["torch"], ["*/0-d"]),
+]
+# -----------------------------------------------------------------------------
 
 
 def _match(name, patterns):

@@ -65,6 +65,20 @@ ZERO_COPY_CONSUMERS = {"numpy", "tvm_ffi", "dlbridge", "array_api_strict"}
 # Frameworks that cannot be loaded into one process with each other.
 EXCLUSIVE = ("tensorflow", "paddle")
 
+# --- torch 2, mlx, onnxruntime (issue 34) -----------------------------------
+# torch: torch.Tensor objects, and torch.utils.dlpack.to_dlpack's bare
+# (legacy) capsules; mlx: mx.array, consumed by mx.from_dlpack; onnxruntime:
+# OrtValue (dense row-major tensors only), consumed by OrtValue.from_dlpack.
+# They load beside every other framework here; their pairs with the frameworks
+# of the base group run in a worker of their own.
+PRODUCERS += ["torch", "torch-capsule", "mlx", "onnxruntime"]
+CONSUMERS += ["torch", "mlx", "onnxruntime"]
+# Both promise to share the producer's memory (torch.from_dlpack;
+# OrtValue.from_dlpack: "No data is copied"); mx.from_dlpack only "when possible".
+ZERO_COPY_CONSUMERS |= {"torch", "onnxruntime"}
+NEW_FRAMEWORKS = ("torch", "mlx", "onnxruntime")
+# -----------------------------------------------------------------------------
+
 
 def framework(name):
     """'tensorflow-capsule' -> 'tensorflow'."""
@@ -76,6 +90,8 @@ def group_of(producer, consumer):
     for g in EXCLUSIVE:
         if g in names:
             return g
+    if names & set(NEW_FRAMEWORKS):
+        return "torch-mlx-ort"
     return "base"
 
 
@@ -260,7 +276,65 @@ def make(producer, case):
         else:
             expected = flat
         return arr, np.array(expected, copy=True), arr, None
+    if fw in NEW_FRAMEWORKS:
+        return _make_new(producer, fw, dtype, layout, base, expected)
     raise ValueError(producer)
+
+
+# --- torch 2, mlx, onnxruntime producers (issue 34) --------------------------
+
+# numpy dtype name -> the type of the same size whose bits torch.from_numpy
+# and OrtValue take for the dtypes numpy itself lacks.
+_CARRIER = {"bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+# ONNX TensorProto element types of those dtypes.
+_ONNX_TYPES = {"bfloat16": 16, "float8_e4m3fn": 17, "float8_e5m2": 19}
+
+
+def _make_new(producer, fw, dtype, layout, base, expected):
+    np = _np()
+    if fw == "torch":
+        import torch
+
+        # torch.from_numpy shares base's memory and its storage keeps base
+        # alive: base's weak reference proves every deleter ran.
+        if dtype in _CARRIER:
+            t = torch.from_numpy(base.view(_CARRIER[dtype])).view(getattr(torch, dtype))
+        else:
+            t = torch.from_numpy(base)
+        x = _framework_layout(t, layout, lambda v: v.t())
+        writable = _numpy_layout(base, layout)
+        if producer == "torch-capsule":
+            return torch.utils.dlpack.to_dlpack(x), expected.copy(), base, writable
+        return x, expected.copy(), base, writable
+    if fw == "mlx":
+        import mlx.core as mx
+
+        if dtype.startswith("float8") or dtype == "complex128":
+            raise NotApplicable("mlx has no %s" % dtype)
+        # mx.array makes float32 of float64 unless told the dtype.
+        x = mx.array(base, dtype=getattr(mx, dtype if dtype != "bool" else "bool_"))
+        x = _framework_layout(x, layout, lambda v: v.T)
+        mx.eval(x)
+        return x, expected.copy(), None, None
+    if fw == "onnxruntime":
+        import onnxruntime as ort
+
+        if layout in ("strided", "transposed", "readonly"):
+            raise NotApplicable("an OrtValue is a dense row-major tensor and cannot be read-only")
+        view = _numpy_layout(base, layout)
+        try:
+            if dtype in _ONNX_TYPES:
+                x = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                    np.ascontiguousarray(view).view(_CARRIER[dtype]), _ONNX_TYPES[dtype])
+            else:
+                x = ort.OrtValue.ortvalue_from_numpy(view)
+        except Exception as e:  # noqa: BLE001
+            raise NotApplicable("OrtValue.ortvalue_from_numpy(%s): %s" % (dtype, " ".join(str(e).split())[:120]))
+        # The OrtValue keeps the numpy array it was made over.
+        return x, expected.copy(), None, view
+    raise ValueError(producer)
+
+# -----------------------------------------------------------------------------
 
 
 def _is_capsule(x):
@@ -296,6 +370,19 @@ def consume(consumer, x):
         import dlbridge
 
         return dlbridge.from_dlpack(x)
+    # --- torch 2, mlx, onnxruntime consumers (issue 34) ---
+    if consumer == "torch":
+        import torch
+
+        return torch.from_dlpack(x)
+    if consumer == "mlx":
+        import mlx.core as mx
+
+        return mx.from_dlpack(x)
+    if consumer == "onnxruntime":
+        import onnxruntime as ort
+
+        return ort.OrtValue.from_dlpack(x)
     raise ValueError(consumer)
 
 
@@ -379,6 +466,7 @@ def run_case(producer, consumer, case, via):
     except TypeError:
         ref = None
     producer_addr = _address(x) if not _is_capsule(x) else (
+        _address(writable) if writable is not None else
         _address(root) if root is not None and not _is_capsule(root) else None)
     views = []
     if via:
@@ -441,7 +529,8 @@ import json, importlib
 out = {}
 for name, mod in [("numpy", "numpy"), ("jax", "jax"), ("jaxlib", "jaxlib"), ("ml_dtypes", "ml_dtypes"),
                   ("tvm_ffi", "tvm_ffi"), ("pyarrow", "pyarrow"), ("array_api_strict", "array_api_strict"),
-                  ("tensorflow", "tensorflow"), ("paddle", "paddle"), ("dlbridge", "dlbridge")]:
+                  ("tensorflow", "tensorflow"), ("paddle", "paddle"), ("torch", "torch"), ("mlx", "mlx"),
+                  ("onnxruntime", "onnxruntime"), ("dlbridge", "dlbridge")]:
     try:
         import importlib.metadata as md
         dist = {"tensorflow": "tensorflow_cpu", "paddle": "paddlepaddle", "tvm_ffi": "apache-tvm-ffi",

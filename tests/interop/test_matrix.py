@@ -22,16 +22,24 @@ sys.path.insert(0, HERE)
 import expectations  # noqa: E402
 import matrix  # noqa: E402
 
-# framework -> the module whose absence skips its pairs.
+# framework -> the module whose absence fails its pairs: every framework of
+# the matrix is pinned in python/requirements/peers.txt, so one that is
+# missing is a broken environment, not a skip.
 _MODULES = {"numpy": "numpy", "jax": "jax", "tvm_ffi": "tvm_ffi", "tensorflow": "tensorflow",
             "paddle": "paddle", "pyarrow": "pyarrow", "array_api_strict": "array_api_strict",
-            "dlbridge": "dlbridge"}
+            "dlbridge": "dlbridge", "torch": "torch", "mlx": "mlx", "onnxruntime": "onnxruntime"}
 
 
 def _absent(fw):
     name = _MODULES[fw]
-    return importlib.util.find_spec(name) is None or (
-        fw != "numpy" and importlib.util.find_spec("ml_dtypes") is None)
+    if importlib.util.find_spec(name) is None or (
+            fw != "numpy" and importlib.util.find_spec("ml_dtypes") is None):
+        return True
+    if fw == "torch":  # Debian's torch 1.13 is not the peer
+        import importlib.metadata as md
+
+        return int(md.version("torch").split(".")[0]) < 2
+    return False
 
 
 MISSING = sorted({matrix.framework(p) for p in matrix.PRODUCERS + matrix.CONSUMERS
@@ -39,10 +47,12 @@ MISSING = sorted({matrix.framework(p) for p in matrix.PRODUCERS + matrix.CONSUME
 PAIRS = matrix.all_pairs()
 
 
-def _skip_reason(producer, consumer):
+def _missing_reason(producer, consumer):
     missing = [fw for fw in (matrix.framework(producer), matrix.framework(consumer)) if fw in MISSING]
     if missing:
-        return "skipped: %s not installable here" % " and ".join(sorted(set(missing)))
+        return ("%s not importable by %s, although python/requirements/peers.txt pins it "
+                "(run with scripts/peers-env's interpreter)" % (" and ".join(sorted(set(missing))),
+                                                                sys.executable))
     return None
 
 
@@ -52,9 +62,9 @@ def doc():
     if cached and os.path.exists(cached):
         with open(cached) as f:
             return json.load(f)
-    pairs = [p for p in PAIRS if _skip_reason(*p) is None]
+    pairs = [p for p in PAIRS if _missing_reason(*p) is None]
     if not pairs:
-        pytest.skip("skipped: %s not installable here" % ", ".join(MISSING))
+        pytest.fail(_missing_reason(*PAIRS[0]))
     result = matrix.run_matrix(pairs=pairs)
     if cached:
         with open(cached, "w") as f:
@@ -77,9 +87,9 @@ def test_pair(doc, producer, consumer):
     """Every exchange of the pair is as the table expects; an exchange that
     fails without a named reason, or works although a reason says it fails,
     fails the test."""
-    skip = _skip_reason(producer, consumer)
-    if skip:
-        pytest.skip(skip)
+    missing = _missing_reason(producer, consumer)
+    if missing:
+        pytest.fail(missing)
     rows = _rows(doc, producer, consumer)
     assert len(rows) == 2 * len(doc["cases"]), "the matrix has no full result for this pair"
     by_key = {(r["producer"], r["consumer"], r["case"]): r for r in doc["results"]}
@@ -110,8 +120,7 @@ def test_pair(doc, producer, consumer):
 
 def test_every_reason_is_seen(doc):
     """No reason in the table is stale: each still explains some failure."""
-    if MISSING:
-        pytest.skip("skipped: %s not installable here" % ", ".join(MISSING))
+    assert not MISSING, "not importable: %s" % ", ".join(MISSING)
     seen = {row[5] for row in expectations.classify(doc) if row[5]}
     assert set(expectations.REASONS) - seen == set()
     assert set(expectations.PENDING) <= set(expectations.REASONS)
@@ -136,8 +145,7 @@ def test_no_crashes(doc):
 
 def test_capsule_apis_are_the_installed_ones():
     """The capsule-only APIs the matrix uses exist in the installed versions."""
-    if "tensorflow" in MISSING:
-        pytest.skip("skipped: tensorflow not installable here")
+    assert "tensorflow" not in MISSING and "paddle" not in MISSING, MISSING
     import subprocess
 
     code = ("import tensorflow as tf; t = tf.constant([1.0]); "
@@ -154,18 +162,15 @@ def test_capsule_apis_are_the_installed_ones():
         assert r.returncode == 0, r.stderr[-2000:]
 
 
+# --- torch 2, mlx, onnxruntime (issue 34) ----------------------------------
+
+
 def test_torch2_through_dlbridge():
-    """torch 2 is not in the peer environment: the package index's Linux
-    wheel links CUDA and does not import without its nvidia-* packages
-    (several GB). Where a torch 2 is installed, its tensors go through
-    dlbridge to numpy without a copy and back."""
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is None or int(torch.__version__.split(".")[0]) < 2:
-        pytest.skip("skipped: torch 2 not installable here")
+    """torch 2 (the peer environment's) tensors go through dlbridge to numpy
+    without a copy and back, the dlbridge exports all released."""
+    assert "torch" not in MISSING, "torch 2 is pinned in python/requirements/peers.txt"
     import numpy as np
+    import torch
 
     import dlbridge
 
@@ -181,3 +186,17 @@ def test_torch2_through_dlbridge():
     assert back.data_ptr() == x.data_ptr() and torch.equal(back, x)
     del mid, a, back
     assert dlbridge.live_exports() == start
+
+
+def test_the_new_peers_dlpack_apis_are_the_installed_ones():
+    """The entry points the matrix uses for torch 2, mlx and onnxruntime."""
+    assert not {"torch", "mlx", "onnxruntime"} & set(MISSING), MISSING
+    import mlx.core as mx
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    assert type(torch.utils.dlpack.to_dlpack(torch.zeros(2))).__name__ == "PyCapsule"
+    assert mx.from_dlpack(np.arange(3.0)).tolist() == [0.0, 1.0, 2.0]
+    a = np.arange(3.0)
+    assert ort.OrtValue.from_dlpack(a).data_ptr() == a.ctypes.data

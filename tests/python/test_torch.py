@@ -1,4 +1,5 @@
-"""Exchanges with torch 1.13 in both directions (legacy DLPack protocol)."""
+"""Exchanges with torch in both directions: Debian's torch 1.13 (legacy DLPack
+protocol) and, in the peer environment's run, torch 2."""
 
 import ctypes
 import gc
@@ -11,6 +12,9 @@ np = pytest.importorskip("numpy")
 import dlbridge
 
 torch = pytest.importorskip("torch")
+
+torch1_only = pytest.mark.skipif(int(torch.__version__.split(".")[0]) >= 2,
+                                 reason="asserts torch 1.13's behaviour; torch %s is newer" % torch.__version__)
 
 TORCH_DTYPES = [
     "int8", "int16", "int32", "int64", "uint8",
@@ -51,6 +55,7 @@ def test_dlbridge_empty_to_torch_every_dtype(name):
     assert bool((g == 0).all())
 
 
+@torch1_only
 def test_torch_cannot_export_bool_and_dlbridge_copies_it():
     # torch 1.13 refuses with RuntimeError ("Bool type is not supported by
     # dlpack"): a refusal the cure answers through torch's __array__.
@@ -64,10 +69,20 @@ def test_torch_cannot_export_bool_and_dlbridge_copies_it():
         dlbridge.from_dlpack(g, copy=False)
 
 
+@torch1_only
 def test_torch_cannot_import_bool():
     # torch 1.13 knows neither kDLBool (6) nor how to read a uint8 as bool.
     with pytest.raises(RuntimeError):
         torch.from_dlpack(dlbridge.empty((3,), "bool"))
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2, reason="torch 1.13 has no kDLBool")
+def test_torch_2_exchanges_bool_both_ways():
+    g = torch.tensor([True, False, True])
+    t = dlbridge.from_dlpack(g)
+    assert t.dtype == "bool" and t.data_ptr == g.data_ptr()
+    back = torch.from_dlpack(dlbridge.from_dlpack(np.array([False, True])))
+    assert back.dtype == torch.bool and back.tolist() == [False, True]
 
 
 def test_writes_seen_both_ways():
