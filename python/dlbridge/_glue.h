@@ -12,6 +12,8 @@
  *   _share.c    sharing with other processes (dlbridge._share)
  *   _share_server.c  the memory files of pickled tensors, served to the
  *               processes that unpickle them (a thread of its own, no GIL)
+ *   _pickle.c   Tensor.__reduce_ex__: pickle protocol 5's out-of-band
+ *               buffers (Ray, Dask) and their rebuild, 3.11 limited API
  *
  * Every function here needs the GIL. Built against the CPython 3.10 limited
  * API (_buffer.c: 3.11, see there). */
@@ -195,6 +197,14 @@ PyObject* dlbpy_share_pool_ticket(PyObject* module, PyObject* tensor);
 extern const char dlbpy_share_pool_ticket_doc[];
 PyObject* dlbpy_share_pool_fetch(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char dlbpy_share_pool_fetch_doc[];
+
+/* ---- pickling (_pickle.c) ---------------------------------------------- */
+
+/* Tensor.__reduce_ex__(protocol) and the rebuild it names for protocol 5. */
+PyObject* dlbpy_tensor_reduce_ex(PyObject* self, PyObject* protocol);
+extern const char dlbpy_tensor_reduce_ex_doc[];
+PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+extern const char dlbpy_tensor_from_pickle_doc[];
 
 /* ---- pickled tensors' memory files (_share_server.c) ------------------ */
 

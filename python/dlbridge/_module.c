@@ -300,6 +300,8 @@ static PyMethodDef module_methods[] = {
     {"tensor_payload", dlbpy_tensor_payload, METH_O, dlbpy_tensor_payload_doc},
     {"tensor_from_payload", (PyCFunction)(void (*)(void))dlbpy_tensor_from_payload, METH_FASTCALL,
      dlbpy_tensor_from_payload_doc},
+    {"tensor_from_pickle", (PyCFunction)(void (*)(void))dlbpy_tensor_from_pickle, METH_FASTCALL,
+     dlbpy_tensor_from_pickle_doc},
     {"share_pool_state", dlbpy_share_pool_state, METH_NOARGS, dlbpy_share_pool_state_doc},
     {"share_pool_trim", dlbpy_share_pool_trim, METH_NOARGS, dlbpy_share_pool_trim_doc},
     {"share_pool_ticket", dlbpy_share_pool_ticket, METH_O, dlbpy_share_pool_ticket_doc},
