@@ -1,6 +1,10 @@
-"""dlbridge tensors through Dask distributed: its serializer (pickle protocol
-5, no serializer of dlbridge's own) and a LocalCluster of two worker
-processes on the loopback address."""
+"""dlbridge tensors through Dask distributed: the serializer dlbridge
+registers (python/dlbridge/_pickle.py: the protocol-5 pickle with the
+memory as a frame, also on the scheduler's protocol-4 connections) and a
+LocalCluster of two worker processes on the loopback address."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,11 +18,12 @@ def address(frame):
     return np.frombuffer(memoryview(frame).cast("B"), np.uint8).ctypes.data
 
 
-def test_serialize_gives_a_frame_over_the_tensors_own_memory():
+@pytest.mark.parametrize("context", [None, {"pickle-protocol": 4}])  # 4: what the scheduler's connections use
+def test_serialize_gives_a_frame_over_the_tensors_own_memory(context):
     a = np.arange(1 << 18, dtype=np.float32)
     t = dlbridge.from_dlpack(a)
-    header, frames = serialize(t)
-    assert header["serializer"] == "pickle"
+    header, frames = serialize(t, context=context)
+    assert header["serializer"] == "dask"
     assert len(frames) == 2 and len(frames[0]) < 200  # the pickle's header, then the elements
     assert memoryview(frames[1]).nbytes == a.nbytes and address(frames[1]) == t.data_ptr
     received = [bytes(frames[0]), bytearray(frames[1])]  # as another process reads them
@@ -26,6 +31,30 @@ def test_serialize_gives_a_frame_over_the_tensors_own_memory():
     assert u.data_ptr == address(received[1]) and not u.readonly
     assert np.array_equal(np.from_dlpack(u), a)
     del t, u, frames, received
+
+
+def test_a_read_only_tensor_arrives_read_only():
+    a = np.arange(16, dtype=np.int32)
+    a.flags.writeable = False
+    header, frames = serialize(dlbridge.from_dlpack(a))
+    u = deserialize(header, [bytes(frames[0]), bytearray(frames[1])])
+    assert u.readonly and np.from_dlpack(u).tolist() == list(range(16))
+    del u
+
+
+@pytest.mark.parametrize("first", ["dlbridge", "distributed.protocol"])
+def test_the_serializer_is_registered_whichever_is_imported_first(first):
+    second = "distributed.protocol" if first == "dlbridge" else "dlbridge"
+    code = (
+        "import sys\n"
+        "import %s\n"
+        "assert 'distributed' not in sys.modules or %r != 'dlbridge', 'import dlbridge imported Dask'\n"
+        "import %s\n"
+        "import dlbridge, dlbridge._pickle as p\n"
+        "from distributed.protocol.serialize import dask_serialize\n"
+        "assert dask_serialize.dispatch(dlbridge.Tensor) is p._dask_serialize\n" % (first, first, second)
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def scale(x, k):
