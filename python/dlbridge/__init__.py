@@ -132,3 +132,4 @@ def __getattr__(name: str) -> Any:
 
 
 from ._share import share, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes
+from . import _pickle  # noqa: E402,F401  Dask's serializer of tensors (registered when Dask is imported)

@@ -12,6 +12,8 @@
  *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
  *   _exchange.c the DLPack 1.3 C exchange table, both directions
  *   _share.c    sharing with other processes (dlbridge._share)
+ *   _pickle.c   Tensor.__reduce_ex__: pickle protocol 5's out-of-band
+ *               buffers (Ray, Dask) and their rebuild, 3.11 limited API
  *
  * Every function here needs the GIL. Built against the CPython 3.10 limited
  * API (_buffer.c: 3.11, see there). */
@@ -207,6 +209,14 @@ PyObject* dlbpy_share_ticket(PyObject* module, PyObject* tensor);
 extern const char dlbpy_share_ticket_doc[];
 PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char dlbpy_share_ticket_open_doc[];
+
+/* ---- pickling (_pickle.c) ---------------------------------------------- */
+
+/* Tensor.__reduce_ex__(protocol) and the rebuild it names for protocol 5. */
+PyObject* dlbpy_tensor_reduce_ex(PyObject* self, PyObject* protocol);
+extern const char dlbpy_tensor_reduce_ex_doc[];
+PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_ssize_t nargs);
+extern const char dlbpy_tensor_from_pickle_doc[];
 PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused);
 extern const char dlbpy_share_server_state_doc[];
 

@@ -187,6 +187,8 @@ static PyMethodDef module_methods[] = {
     {"tensor_payload", dlbpy_tensor_payload, METH_O, dlbpy_tensor_payload_doc},
     {"tensor_from_payload", (PyCFunction)(void (*)(void))dlbpy_tensor_from_payload, METH_FASTCALL,
      dlbpy_tensor_from_payload_doc},
+    {"tensor_from_pickle", (PyCFunction)(void (*)(void))dlbpy_tensor_from_pickle, METH_FASTCALL,
+     dlbpy_tensor_from_pickle_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,13 +27,14 @@ sharing.
 * Plain :func:`pickle.dumps` (and :mod:`copy`) copies a tensor's elements
   into the bytes, as for any array: bytes may leave the machine, a memory
   file cannot. :func:`pickle.loads` gives a new host tensor with them.
+  Protocol 5 with a ``buffer_callback`` (Ray, Dask) takes the elements out
+  of band instead (``_pickle.c``, docs/engines.md).
 
 ``import dlbridge`` imports neither ctypes nor multiprocessing: the
 reducer is registered when ``multiprocessing.reduction`` is imported,
 before or after dlbridge.
 """
 
-import copyreg
 import sys
 from typing import Any, Optional, Sequence, Tuple
 
@@ -121,17 +122,13 @@ def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
     # until the receiver takes it (docs/sharing.md); a CUDA tensor's names
     # its memory by CUDA IPC handle.
     if tensor.nbytes <= _BY_VALUE_MAX and tensor.device == (1, 0) and not _glue.is_shared(tensor):
-        return _reduce_copy(tensor)
+        return _glue.tensor_from_payload, _glue.tensor_payload(tensor)  # the elements, copied
     return _rebuild, (_glue.share_ticket(tensor),)
 
 
-def _reduce_copy(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
-    # Plain pickling (and the copy module): the elements themselves, copied
-    # to the host. ForkingPickler's own reducer (_reduce) comes first there.
-    return _glue.tensor_from_payload, _glue.tensor_payload(tensor)
-
-
-copyreg.pickle(Tensor, _reduce_copy)
+# Plain pickling and the copy module call Tensor.__reduce_ex__ (_pickle.c:
+# protocol 5 hands the memory out of band, earlier protocols copy the
+# elements); ForkingPickler's own reducer (_reduce) comes first there.
 
 _REDUCTION = "multiprocessing.reduction"
 

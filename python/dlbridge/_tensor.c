@@ -191,8 +191,9 @@ static PyObject* tensor_repr(PyObject* self) {
 static PyObject* tensor_reduce(PyObject* self, PyObject* unused) {
   (void)self;
   (void)unused;
-  /* Reached only without dlbridge._share's copyreg entry: a copy of this
-   * object would share the handle and release it twice. */
+  /* Reached only by a direct call (pickle and copy call __reduce_ex__,
+   * _pickle.c): a copy of this object would share the handle and release
+   * it twice. */
   PyErr_SetString(PyExc_TypeError, "dlbridge.Tensor cannot be pickled or copied here; export it with DLPack");
   return NULL;
 }
@@ -338,9 +339,10 @@ static PyMethodDef tensor_methods[] = {
      "tensor that is not CUDA memory of dlbridge's CUDA backend."},
     {"delete", tensor_delete, METH_NOARGS,
      "delete()\n--\n\nDeletes (donates) the buffer: later exports raise BufferError."},
+    {"__reduce_ex__", dlbpy_tensor_reduce_ex, METH_O, dlbpy_tensor_reduce_ex_doc},
     {"__reduce__", tensor_reduce, METH_NOARGS,
-     "Refused here: pickle and copy use the reductions dlbridge registers (copyreg: a copy of\n"
-     "the elements; multiprocessing: the shared memory)."},
+     "Refused: pickle and copy call __reduce_ex__ (_pickle.c); multiprocessing shares the\n"
+     "memory (dlbridge._share)."},
     {NULL, NULL, 0, NULL},
 };
 

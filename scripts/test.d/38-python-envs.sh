@@ -2,8 +2,9 @@
 # Stage: the Python environments later stages use, made (or found cached)
 # here so that their installation is timed on its own: the modern peers
 # (scripts/peers-env: numpy 2, JAX, tvm-ffi, TensorFlow, ...; used by
-# 42-interop, 43-sdist, 70-conformance) and the packaging tools
-# (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist).
+# 42-interop, 43-sdist, 46-nanobind, 70-conformance), the engines
+# (scripts/engines-env: Ray, Dask; used by 48-engines) and the packaging
+# tools (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist).
 # On a bare machine this downloads a few GB from the package index. Either
 # one not installable here (exit 3: no CPython for it, or no package index)
 # makes the stage a skip (exit 77); any other failure fails it.
@@ -13,7 +14,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 skipped=()
-for tool in peers-env build-tools-env; do
+for tool in peers-env engines-env build-tools-env; do
   echo "== 38-python-envs: scripts/$tool"
   out=$(bash "$root/scripts/$tool" 2>&1)
   rc=$?
@@ -28,4 +29,4 @@ if [ ${#skipped[@]} -gt 0 ]; then
   echo "38-python-envs: skipped: $(IFS=';'; echo "${skipped[*]}")"
   exit 77
 fi
-echo "38-python-envs: both environments ready"
+echo "38-python-envs: every environment ready"
