@@ -3,7 +3,7 @@
 consumer through multiprocessing queues, dlbridge beside
 torch.multiprocessing and plain pickling, in one run, as ratios.
 
-    PYTHONPATH=build/rel/python /usr/bin/python3 bench/bench_loader.py [--reps R]
+    PYTHONPATH=build/bench/python /usr/bin/python3 bench/bench_loader.py [--reps R]
 
 Each worker makes its share of the stream (float32 tensors, each filled
 with its index), hands each one to its queue as the way sends it, and
