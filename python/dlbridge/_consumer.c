@@ -1,7 +1,7 @@
 /* dlbridge.from_dlpack, the consumer side (see _glue.h).
  *
- * The negotiation: a producer's DLPack C exchange table first (_exchange.c),
- * else __dlpack__ asked for a versioned capsule (max_version, with
+ * The negotiation: a producer's DLPack C exchange table first (_exchange.c;
+ * a refusal there hands over to what follows), else __dlpack__ asked for a versioned capsule (max_version, with
  * dl_device, copy and stream when given), or asked without keywords when
  * the producer speaks only the protocol before DLPack 1.0.
  *

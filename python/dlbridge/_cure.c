@@ -59,6 +59,11 @@ static int is_refusal(PyObject* type) {
          !PyErr_GivenExceptionMatches(type, PyExc_RecursionError);
 }
 
+int dlbpy_exception_is_refusal(void) {
+  PyObject* type = PyErr_Occurred();  /* borrowed */
+  return is_refusal(type);
+}
+
 /* "Name" for a builtin exception class, "module.Name" for another
  * (jax.errors.JaxRuntimeError); NULL-safe; a new reference or NULL. */
 static PyObject* class_name(PyObject* type) {

@@ -312,6 +312,23 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     if (!PyErr_Occurred())
       PyErr_SetString(PyExc_BufferError,
                       "the producer's managed_tensor_from_py_object_no_sync failed without an exception");
+    /* A refusal of the array (the rule of _cure.c) is not the last word:
+     * the producer is asked through __dlpack__, where the legacy retry and
+     * the host-copy cure answer a refusal as they answer any producer's.
+     * Not about the array (MemoryError, KeyboardInterrupt, ...), or no
+     * __dlpack__ to ask: the table's exception as it is. */
+    if (dlbpy_exception_is_refusal()) {
+      PyObject *type, *value, *trace;
+      PyErr_Fetch(&type, &value, &trace);
+      if (PyObject_HasAttr(obj, state->str_dlpack)) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        *handled = 0;
+        return NULL;
+      }
+      PyErr_Restore(type, value, trace);
+    }
     return NULL;
   }
   if (tensor == NULL) {

@@ -162,6 +162,12 @@ extern const char dlbpy_from_dlpack_doc[];
 PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int modern, const long long* device,
                      int policy, const char* called);
 
+/* Whether the exception set is a refusal of the array by the rule above
+ * (an Exception, not MemoryError or RecursionError): 1 or 0, the exception
+ * left set. The exchange-table path asks it before it hands a refused
+ * table call over to __dlpack__ and the cure. */
+int dlbpy_exception_is_refusal(void);
+
 /* from_dlpack's answer to an object without __dlpack__ (_cure.c):
  * dlbridge.Error DLB_ERR_UNSUPPORTED_DTYPE for an array-like whose dtype
  * DLPack cannot describe (a JAX PRNG key array), AttributeError for

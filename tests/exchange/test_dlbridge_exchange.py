@@ -128,9 +128,24 @@ def test_an_unusable_table_falls_back_to_dunder_dlpack(kind):
     assert counts()["deleters"] == counts()["exports"] == 1
 
 
-def test_a_failing_table_raises_the_producers_exception():
+def test_a_refused_table_call_hands_over_to_dunder_dlpack():
+    # The refusal rule is one for every producer: a table that refuses the
+    # array (RuntimeError) is not the last word; __dlpack__ is asked, as
+    # for a producer without a table, and answers here.
     xproducer.set_failing(True)
-    with pytest.raises(RuntimeError, match="failure requested"):
+    t = dlbridge.from_dlpack(XTensor([1.0, 2.0], (2,)))
+    assert (t.shape, t.copied) == ((2,), False)
+    c = counts()
+    assert c["from_py"] == 1 and c["dlpack"] == 1
+    del t
+    gc.collect()
+    assert dlbridge.live_exports() == 0
+
+
+def test_a_table_failing_with_memory_error_is_not_a_refusal():
+    # MemoryError is not about the array: raised as it is, __dlpack__ not asked.
+    xproducer.set_failing(MemoryError)
+    with pytest.raises(MemoryError):
         dlbridge.from_dlpack(XTensor([1.0], (1,)))
     c = counts()
     assert c["from_py"] == 1 and c["dlpack"] == 0 and c["exports"] == 0

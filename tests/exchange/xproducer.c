@@ -23,13 +23,14 @@
  *   xproducer.capsule(kind) -> a table capsule: "ok", "bad_name",
  *     "null_from_py", "major2" (a 2.0 table, nothing else), "major2_prev"
  *     (a 2.0 table whose prev_api is the 1.3 one)
- *   xproducer.set_failing(flag): from-py-object fails with RuntimeError
+ *   xproducer.set_failing(flag): from-py-object fails with RuntimeError (flag
+ *     true) or with the exception class given; false: it works again
  */
 #include "xproducer.h"
 
 struct xcounts counts;
 
-int failing = 0;
+PyObject* failing = NULL; /* the exception class from-py-object raises, NULL: none */
 
 PyTypeObject* XTensorType = NULL;
 PyTypeObject* FrozenXTensorType = NULL; /* the same, immutable */
@@ -108,13 +109,27 @@ static PyObject* mod_reset(PyObject* m, PyObject* unused) {
     return NULL;
   }
   memset(&counts, 0, sizeof counts);
-  failing = 0;
+  PyObject* old = failing;
+  failing = NULL;
+  Py_XDECREF(old);
   Py_RETURN_NONE;
 }
 
 static PyObject* mod_set_failing(PyObject* m, PyObject* flag) {
   (void)m;
-  failing = PyObject_IsTrue(flag);
+  /* an exception class, or a truth value (true: RuntimeError) */
+  PyObject* type = NULL;
+  if (PyExceptionClass_Check(flag)) {
+    type = flag;
+  } else {
+    const int on = PyObject_IsTrue(flag);
+    if (on < 0) return NULL;
+    if (on) type = PyExc_RuntimeError;
+  }
+  Py_XINCREF(type);
+  PyObject* old = failing;
+  failing = type;
+  Py_XDECREF(old);
   Py_RETURN_NONE;
 }
 

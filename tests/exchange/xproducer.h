@@ -42,7 +42,7 @@ struct xcounts {
 extern struct xcounts counts;
 
 /* Set by xproducer.set_failing(): from-py-object fails. */
-extern int failing;
+extern PyObject* failing;
 
 typedef struct {
   PyObject_HEAD

@@ -62,8 +62,8 @@ static int x_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void
 static int x_from_py(void* py_object, DLManagedTensorVersioned** out) {
   counts.from_py++;
   PyObject* obj = (PyObject*)py_object;
-  if (failing) {
-    PyErr_SetString(PyExc_RuntimeError, "xproducer: from_py_object failure requested");
+  if (failing != NULL) {
+    PyErr_SetString(failing, "xproducer: from_py_object failure requested");
     return -1;
   }
   if (!is_xtensor(obj)) {
