@@ -186,3 +186,26 @@ def test_the_cure_into_torch_keeps_every_dtype(dtype):
     assert str(y.dtype) == "torch." + dtype
     assert y.to(torch.float64 if dtype != "complex64" else torch.complex128).tolist() == \
         np.asarray(x).astype("float64" if dtype != "complex64" else "complex128").tolist()
+
+
+def test_the_seed_refusals_on_the_way_to_torch():
+    # JAX's int4 refusal ("XLA type S4 has no DLPack equivalent") is cured
+    # into a padded int4 host tensor, one element a byte; torch 2 has int4
+    # as a dtype but its from_dlpack takes no 4-bit integer, and says so.
+    x = jnp.array([1, -2, 7, -8], jnp.int4)
+    with pytest.raises(Exception, match="S4 has no DLPack equivalent"):
+        torch.from_dlpack(x)
+    t = dlbridge.from_dlpack(x)
+    assert t.copied and t.dtype == "int4" and t.shape == (4,)
+    assert ct.string_at(t.data_ptr, 4) == bytes([1, 0x0E, 7, 0x08])  # the low nibble, as ml_dtypes keeps it
+    with pytest.raises(BufferError, match="kInt bits 4"):
+        torch.from_dlpack(t)
+    # The string array's refusal ("PjRt-compatible backend only") stays a
+    # refusal: DLPack has no string dtype, and dlbridge says so with JAX's words.
+    s = jax.device_put(np.array(["ab", "cd"], dtype=np.dtypes.StringDType()), jax.devices()[0])
+    with pytest.raises(dlbridge.Error, match="DLB_ERR_UNSUPPORTED_DTYPE: .*PjRt-compatible backend only") as e:
+        dlbridge.from_dlpack(s)
+    assert type(e.value.__cause__).__name__ == "JaxRuntimeError"
+    del t
+    gc.collect()
+    assert dlbridge.live_exports() == 0
