@@ -226,9 +226,9 @@ static void drop_capsule(PyObject* capsule) {
   PyErr_Restore(type, value, trace);
 }
 
-PyObject* dlbpy_capsule_to_tensor(dlbpy_state* state, PyObject* capsule, int64_t stream) {
+dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream) {
   dlb_buffer* buffer = NULL;
   const int bad = import_capsule_on(capsule, stream, &buffer);
   drop_capsule(capsule);
-  return bad ? NULL : dlbpy_tensor_new_in(state, buffer);
+  return bad ? NULL : buffer;
 }

@@ -249,23 +249,18 @@ static PyObject* legacy_retry(PyObject* method, PyObject* stream, int* modern) {
 /* `tensor` (consumed) as the consumer's device and copy policy ask: itself
  * when it satisfies them, else what dlb_buffer_resolve gives (the export
  * planner's decision for a producer that could not be asked). */
-static PyObject* resolve(dlbpy_state* state, PyObject* tensor, const long long* device, int policy) {
-  if (tensor == NULL || (device == NULL && policy == DLB_COPY_IF_NEEDED)) return tensor;
+static PyObject* resolve(dlbpy_state* state, dlb_buffer* buffer, const long long* device, int policy) {
+  if (buffer == NULL) return NULL;
+  if (device == NULL && policy == DLB_COPY_IF_NEEDED) return dlbpy_tensor_new_in(state, buffer);
   dlb_export_options options;
   dlbpy_request_options(device, policy, &options);
-  dlb_buffer* buffer = ((dlbpy_tensor*)tensor)->buffer;
   dlb_buffer* out = NULL;
   const dlb_status s = dlb_buffer_resolve(buffer, &options, &out);
-  if (s != DLB_OK) {
-    Py_DECREF(tensor);
-    return dlbpy_raise_buffer_error(s);
-  }
-  /* `buffer` itself when it satisfies the request (retained: drop that
-   * reference), else a copy or, for host-readable memory the CPU was asked
-   * for, the library's view of it on the CPU. */
-  dlb_buffer_release(out == buffer ? out : NULL);
-  if (out == buffer) return tensor;
-  Py_DECREF(tensor);
+  /* On success `out` is `buffer` itself, retained, when it satisfies the
+   * request, else a copy or, for host-readable memory the CPU was asked
+   * for, the library's view of it on the CPU: either way ours. */
+  dlb_buffer_release(buffer);
+  if (s != DLB_OK) return dlbpy_raise_buffer_error(s);
   return dlbpy_tensor_new_in(state, out);
 }
 
@@ -326,10 +321,11 @@ static PyObject* take(dlbpy_state* state, PyObject* obj, PyObject* method, PyObj
    * array, as any other exception is. */
   if (capsule == NULL && PyErr_Occurred() == PyExc_TypeError) return NULL;
   if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy, "__dlpack__");
-  PyObject* tensor = dlbpy_capsule_to_tensor(state, capsule, stream);
+  dlb_buffer* buffer = dlbpy_capsule_to_buffer(capsule, stream);
   /* A 1.x producer was asked for the device and copy itself; the library
    * decides them for a legacy one. */
-  return modern ? tensor : resolve(state, tensor, device, policy);
+  if (modern) return buffer != NULL ? dlbpy_tensor_new_in(state, buffer) : NULL;
+  return resolve(state, buffer, device, policy);
 }
 
 PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -414,7 +410,7 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
         return NULL;
       }
       Py_INCREF(obj);
-      return resolve(state, dlbpy_capsule_to_tensor(state, obj, 1), device, policy);
+      return resolve(state, dlbpy_capsule_to_buffer(obj, 1), device, policy);
     }
     return dlbpy_refuse_without_dlpack(obj);
   }

@@ -11,8 +11,8 @@
  *     arguments, not of the array (a producer's subclass, as pyarrow's
  *     ArrowTypeError, is a refusal of the array).
  *   - A producer that says it deleted the array (obj.is_deleted() true, as
- *     JAX arrays say after delete() or a donation): dlbridge.Error with
- *     DLB_ERR_DELETED.
+ *     JAX arrays say after delete() or a donation; a dlbridge.Tensor after
+ *     delete()): dlbridge.Error with DLB_ERR_DELETED.
  *   - Anything else is a refusal to export, answered by the host-copy cure:
  *     a buffer of a small backend whose layout is the producer's shape and
  *     dtype (read from obj.shape and obj.dtype, or from obj.__array__()
@@ -420,8 +420,14 @@ static dlb_status read_layout(PyObject* obj, cure_storage* st, char* why, size_t
   return DLB_OK;
 }
 
-/* Whether obj says it was deleted (obj.is_deleted() true). */
+/* Whether obj says it was deleted (obj.is_deleted() true; a
+ * dlbridge.Tensor's buffer says it itself). */
 static int says_deleted(PyObject* obj) {
+  const dlbpy_state* state = dlbpy_state_get();
+  if (state != NULL && state->tensor_type != NULL && PyObject_TypeCheck(obj, state->tensor_type)) {
+    dlb_buffer* buffer = dlbpy_tensor_buffer(obj);
+    return buffer != NULL && (dlb_buffer_flags(buffer) & DLB_BUFFER_DELETED) != 0;
+  }
   PyObject* method = PyObject_GetAttrString(obj, "is_deleted");
   PyObject* answer = method != NULL && PyCallable_Check(method) ? PyObject_CallObject(method, NULL) : NULL;
   const int deleted = answer != NULL && PyObject_IsTrue(answer) == 1;

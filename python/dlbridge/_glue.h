@@ -130,10 +130,11 @@ PyObject* dlbpy_export_capsule(dlb_buffer* buffer, const dlb_export_options* opt
  * producer was asked without a stream). */
 int dlbpy_import_capsule(PyObject* capsule, int64_t stream, dlb_buffer** out);
 
-/* A capsule in as a new tensor (NULL with the exception set), the capsule
- * dropped afterwards with the exception kept aside (a refused capsule's
- * destructor may run Python code). Steals `capsule`. */
-PyObject* dlbpy_capsule_to_tensor(dlbpy_state* state, PyObject* capsule, int64_t stream);
+/* A capsule in as a new buffer, the caller's (NULL with the exception
+ * set), the capsule dropped afterwards with the exception kept aside (a
+ * refused capsule's destructor may run Python code). Steals `capsule`.
+ * The capsule layer makes buffers; tensors are made by their callers. */
+dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream);
 
 /* A DLPack 1.x managed tensor (major version 1) in as a buffer: CUDA memory
  * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) through dlb_cuda_import_versioned

@@ -147,8 +147,10 @@ def test_deleted_tensor():
         t.__dlpack__(max_version=(1, 0))
     with pytest.raises(BufferError):
         np.from_dlpack(t)
-    with pytest.raises(BufferError):
+    # The refusal rule's deleted case, as for a deleted JAX array.
+    with pytest.raises(dlbridge.Error, match="DLB_ERR_DELETED") as e:
         dlbridge.from_dlpack(t)
+    assert e.value.status_name == "DLB_ERR_DELETED" and isinstance(e.value.__cause__, BufferError)
     # Metadata stays readable; the export made before stays valid.
     assert t.shape == (3,) and t.dtype == "float32"
     assert before.tolist() == [4.0, 4.0, 4.0]
