@@ -176,6 +176,7 @@ done
 
 ran=()
 skips=()
+peers_required=  # set for the peer environment's run (below)
 suite() {  # suite LABEL PYTHON VENV_ARGS PTH_LINE PYTEST_ARGS...
   local label=$1 interpreter=$2 venv_args=$3 pth=$4
   shift 4
@@ -212,7 +213,6 @@ done
 suite "Debian CPython 3.11, numpy $("$debian_py" -c 'import numpy; print(numpy.__version__)'), torch" \
   "$debian_py" --system-site-packages "" --hypothesis-profile=ci
 
-peers_required=
 peers=$(bash "$root/scripts/peers-env" --path)
 if [ -f "$peers/ok" ] && [ -x "$peers/bin/python" ]; then
   peers_base=$(sed -n 's/^home = //p' "$peers/pyvenv.cfg")/python3

@@ -123,14 +123,15 @@ REASONS = {
         None,
     ),
     "consumer-subbyte": (
-        "consumer: numpy, JAX, Paddle, array_api_strict",
+        "consumer: numpy, JAX, Paddle, array_api_strict, torch, mlx",
         r"Unsupported dtype in DLTensor|unsupported DLPack (unsigned )?integer width|"
-        r"Unsupported DLDataType.bits",
-        "these importers know no integers of 2 or 4 bits, packed or padded.",
+        r"Unsupported DLDataType.bits|Unsupported kU?Int bits [24]|Cannot convert array to mlx",
+        "these importers know no integers of 2 or 4 bits, packed or padded (torch 2 has int4 "
+        "and int2 dtypes, but its from_dlpack takes none of them).",
         "the consumer refuses the dtype itself.",
     ),
     "legacy-consumer-padded-subbyte": (
-        "consumer: TensorFlow, tvm-ffi",
+        "consumer: TensorFlow, tvm-ffi, onnxruntime",
         r"padded to a byte each, and a legacy DLManagedTensor has no flag",
         "these consumers ask for legacy capsules, which cannot carry DLPack 1.1's "
         "IS_SUBBYTE_TYPE_PADDED flag; dlbridge refuses the legacy export "
@@ -182,11 +183,19 @@ REASONS.update({
     ),
     "ort-producer-float8": (
         "producer: onnxruntime",
-        r"GetDlpackDataType.*Unexpected data type of (17|19)",
+        r"GetDlpackDataType.*Unexpected data type of (17|19)|result has dtype uint8, want float8_\w+",
         "OrtValue.__dlpack__ refuses its float8 tensors (ONNX types 17 and 19; DLPack has codes for "
         "both) with RuntimeError, where the array API standard asks for BufferError.",
-        "the producer refuses to describe its memory, and with an exception other than "
-        "BufferError, which is not the refusal a consumer may cure by copying.",
+        "dlbridge.from_dlpack takes the refusal as any other and copies what the OrtValue gives "
+        "as a host array, its float8 bytes as uint8: the copy has the producer's bytes and the "
+        "dtype uint8, and dlbridge cannot know they were float8.",
+    ),
+    "mlx-consumer-hides-refusal": (
+        "consumer: mlx",
+        r"from_dlpack\(\): incompatible function arguments",
+        "mx.from_dlpack reports an exception of the producer's __dlpack__ as nanobind's TypeError "
+        "\"incompatible function arguments\", without the producer's words.",
+        None,
     ),
     "mlx-consumer-narrows-64-bit": (
         "consumer: mlx",
@@ -240,7 +249,8 @@ _PRODUCERS_OBJ = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "pyarrow", 
                   "dlbridge"]
 _CAPSULE_PRODUCERS = ["tensorflow-capsule", "paddle-capsule"]
 _NON_STANDARD = ["float16/*", "bfloat16/*", "float8_*"]
-_CONSUMERS_NOT_DLBRIDGE = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "array_api_strict"]
+_CONSUMERS_NOT_DLBRIDGE = ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle", "array_api_strict", "torch",
+                           "onnxruntime"]
 _SUBBYTE = ["int4/*", "uint4/*", "int2/*"]
 
 # (reason, path: "direct" | "dlbridge" | "both", producers, consumers, cases):
@@ -268,8 +278,9 @@ RULES = [
     # -- JAX's refused dtypes (issue 33) --
     ("jax-string-array", "both", ["jax"], [_ALL], ["string/*"]),
     ("jax-producer-subbyte", "direct", ["jax"], _CONSUMERS_NOT_DLBRIDGE, _SUBBYTE),
-    ("consumer-subbyte", "dlbridge", ["jax"], ["numpy", "jax", "paddle", "array_api_strict"], _SUBBYTE),
-    ("legacy-consumer-padded-subbyte", "dlbridge", ["jax"], ["tensorflow", "tvm_ffi"], _SUBBYTE),
+    ("consumer-subbyte", "dlbridge", ["jax"], ["numpy", "jax", "paddle", "array_api_strict", "torch", "mlx"],
+     _SUBBYTE),
+    ("legacy-consumer-padded-subbyte", "dlbridge", ["jax"], ["tensorflow", "tvm_ffi", "onnxruntime"], _SUBBYTE),
 ]
 
 # --- torch 2, mlx, onnxruntime (issue 34) ------------------------------------
@@ -296,6 +307,9 @@ RULES += [
     ("byte-offset-ignored", "direct", ["mlx"], ["paddle", "onnxruntime"], ["*/0-d", "*/offset"]),
     ("byte-offset-refused", "direct", ["mlx"], ["tensorflow"], ["*/0-d", "*/offset"]),
     ("byte-offset-refused", "direct", ["mlx"], ["torch"], ["*/0-d"]),
+    ("mlx-consumer-hides-refusal", "direct", ["jax"], ["mlx"], _SUBBYTE),
+    ("mlx-consumer-hides-refusal", "direct", ["tensorflow"], ["mlx"], ["float8_*"]),
+    ("mlx-consumer-hides-refusal", "direct", ["pyarrow"], ["mlx"], ["bool/*"]),
 ]
 # -----------------------------------------------------------------------------
 

@@ -242,6 +242,9 @@ class Forwarding:
 
 def test_a_wrapper_around_a_torch_1_13_tensor_earns_the_legacy_retry():
     torch = pytest.importorskip("torch")
+    if int(torch.__version__.split(".")[0]) >= 2:
+        pytest.skip("torch %s speaks DLPack 1.x: the legacy producer here is torch 1.13 (Debian's run)"
+                    % torch.__version__)
     x = torch.arange(6.0)
     with pytest.raises(TypeError, match="max_version"):
         x.__dlpack__(max_version=(1, 0))  # a legacy producer: the 1.x keywords refused
