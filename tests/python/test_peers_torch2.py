@@ -209,3 +209,20 @@ def test_the_seed_refusals_on_the_way_to_torch():
     del t
     gc.collect()
     assert dlbridge.live_exports() == 0
+
+
+def test_torchs_conjugate_and_negative_views_arrive_as_stored():
+    # docs/troubleshooting.md: DLPack cannot say "conjugate" or "negate";
+    # torch's table exports such views as plain memory, its __dlpack__
+    # refuses the conjugate one only. dlbridge sees the stored values.
+    base = torch.tensor([1 + 2j, 3j])
+    c = base.conj()
+    assert c.is_conj()
+    with pytest.raises(BufferError, match="conjugate bit"):
+        c.__dlpack__()
+    assert np.from_dlpack(dlbridge.from_dlpack(c)).tolist() == [1 + 2j, 3j]  # not c's values
+    assert np.from_dlpack(dlbridge.from_dlpack(c.resolve_conj())).tolist() == [1 - 2j, -3j]
+    n = torch.ones(2, dtype=torch.complex64)._neg_view()
+    assert n.is_neg()
+    assert np.from_dlpack(dlbridge.from_dlpack(n)).tolist() == [1, 1]  # not n's values
+    assert np.from_dlpack(dlbridge.from_dlpack(n.resolve_neg())).tolist() == [-1, -1]
