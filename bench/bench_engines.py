@@ -4,7 +4,7 @@ numpy array it views, in one run, as ratios; and, at 128 MiB, the in-band
 pickling a dlbridge tensor got before protocol 5 (its elements copied into
 the pickle).
 
-    PYTHONPATH=build/release/python RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \\
+    PYTHONPATH=build/bench/python RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \\
       "$(scripts/engines-env | tail -n 1)/bin/python" bench/bench_engines.py [--rounds R]
 
 One local Ray (ray.init(num_cpus=2), a 1 GiB object store) and one Dask
