@@ -308,7 +308,7 @@ RULES += [
     ("byte-offset-refused", "direct", ["mlx"], ["tensorflow"], ["*/0-d", "*/offset"]),
     ("byte-offset-refused", "direct", ["mlx"], ["torch"], ["*/0-d"]),
     ("mlx-consumer-hides-refusal", "direct", ["jax"], ["mlx"], _SUBBYTE),
-    ("mlx-consumer-hides-refusal", "direct", ["tensorflow"], ["mlx"], ["float8_*"]),
+    ("mlx-consumer-hides-refusal", "direct", ["tensorflow", "onnxruntime"], ["mlx"], ["float8_*"]),
     ("mlx-consumer-hides-refusal", "direct", ["pyarrow"], ["mlx"], ["bool/*"]),
 ]
 # -----------------------------------------------------------------------------
