@@ -40,15 +40,20 @@ __attribute__((always_inline)) inline dlb_status check_incoming(const DLTensor& 
                                                                 const dlb_import_options& opt, LayoutInfo* info,
                                                                 std::uint64_t* flags) noexcept {
   // IS_SUBBYTE_TYPE_PADDED: one byte per element for a dtype of fewer than
-  // 8 bits (the flag means nothing for wider ones, and is dropped there).
-  // A sub-byte type of 8 or more bits that is not whole bytes (float6 x 3
-  // lanes) has no padded layout DLPack defines: refused, not misread.
-  const bool padded = (dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 && !byte_addressable(t.dtype);
-  if (padded && !paddable(t.dtype))
+  // 8 bits. A type of whole bytes (bits >= 8) is not a sub-byte type: the
+  // flag means nothing for it, and is dropped there. A sub-byte type whose
+  // elements are a byte or more (int4 x 2, float6 x 3 or x 4 lanes) has no
+  // padded layout DLPack defines (each lane in a byte, or the element
+  // packed?): refused, not misread, whether or not its elements are whole
+  // bytes.
+  const bool flagged = (dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0;
+  if (flagged && t.dtype.bits < 8 && !paddable(t.dtype))
     return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
-                     "tensor has IS_SUBBYTE_TYPE_PADDED set for %u-bit elements; dlbridge pads only elements of "
-                     "fewer than 8 bits",
-                     static_cast<unsigned>(element_bits(t.dtype)));
+                     "tensor has IS_SUBBYTE_TYPE_PADDED set for %u-bit elements (%u bits x %u lanes); dlbridge pads "
+                     "only elements of fewer than 8 bits, and DLPack defines no padded layout for wider ones",
+                     static_cast<unsigned>(element_bits(t.dtype)), static_cast<unsigned>(t.dtype.bits),
+                     static_cast<unsigned>(t.dtype.lanes));
+  const bool padded = flagged && paddable(t.dtype);
   DLB_TRY(check_layout(&t, Origin::incoming, true, info, padded));
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
   if (opt.require_alignment > 1 && !info->empty && origin % opt.require_alignment != 0)

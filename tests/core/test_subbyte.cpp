@@ -162,3 +162,53 @@ TEST_F(SubByte, ImportsHonourTheFlag) {
   EXPECT_EQ(wide.deleter_calls.load(), 0);  // a refused import leaves the tensor to its owner
   wide.versioned.deleter(&wide.versioned);
 }
+
+TEST_F(SubByte, ThePaddedFlagOnMultiLaneSubByteElementsOfAByteOrMoreIsRefused) {
+  // A sub-byte type whose elements are a byte or wider has no padded layout
+  // DLPack defines (each lane padded to a byte, or the element packed?):
+  // refused even where the element is whole bytes (int4 x 2, float4 x 2, the
+  // packed pair, float6 x 4), where the flag used to be dropped and the
+  // bytes read as packed. Found by fuzz_import_versioned
+  // (fuzz/corpus/import_versioned/regress-padded-float4x2).
+  const DLDataType wide[] = {{kDLInt, 4, 2}, {kDLUInt, 2, 4}, {17, 4, 2}, {16, 6, 4}, {kDLInt, 4, 3}};
+  for (const DLDataType& dt : wide) {
+    ForeignTensor t(dt, {4}, {1}, 16, 0, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+    dlb_buffer* b = nullptr;
+    EXPECT_EQ(dlb_import_versioned(t.as_versioned(), nullptr, &b), DLB_ERR_UNSUPPORTED_DTYPE)
+        << int(dt.code) << "/" << int(dt.bits) << "/" << dt.lanes;
+    EXPECT_TRUE(MessageContains("IS_SUBBYTE_TYPE_PADDED"));
+    EXPECT_TRUE(MessageContains("lanes"));
+    EXPECT_EQ(b, nullptr);
+    EXPECT_EQ(t.deleter_calls.load(), 0);
+    t.versioned.deleter(&t.versioned);
+    // Without the flag the same tensor is packed, and taken in.
+    ForeignTensor packed(dt, {4}, {1}, 16);
+    ASSERT_EQ(dlb_import_versioned(packed.as_versioned(), nullptr, &b), DLB_OK) << dlb_last_error_message();
+    EXPECT_EQ(dlb_buffer_flags(b) & DLB_BUFFER_SUBBYTE_PADDED, 0u);
+    EXPECT_EQ(dlb_buffer_nbytes(b), (4u * dt.bits * dt.lanes + 7) / 8);
+    dlb_buffer_release(b);
+  }
+  // wrap refuses the same dtypes with DLB_BUFFER_SUBBYTE_PADDED (an argument).
+  unsigned char bytes[16] = {};
+  int64_t shape[1] = {4};
+  DLTensor view{};
+  view.data = bytes;
+  view.device = DLDevice{kDLCPU, 0};
+  view.ndim = 1;
+  view.dtype = DLDataType{kDLInt, 4, 2};
+  view.shape = shape;
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_wrap(&view, DLB_BUFFER_SUBBYTE_PADDED, nullptr, nullptr, &b), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(b, nullptr);
+}
+
+TEST_F(SubByte, PaddedMultiLaneElementsNarrowerThanAByteTakeOneByteEach) {
+  // uint2 x 3 lanes: 6-bit elements, one per byte when padded (buffer.h).
+  ForeignTensor t(DLDataType{kDLUInt, 2, 3}, {2, 3}, {3, 1}, 6, 0, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_import_versioned(t.as_versioned(), nullptr, &b), DLB_OK) << dlb_last_error_message();
+  EXPECT_NE(dlb_buffer_flags(b) & DLB_BUFFER_SUBBYTE_PADDED, 0u);
+  EXPECT_EQ(dlb_buffer_nbytes(b), 6u);
+  dlb_buffer_release(b);
+  EXPECT_EQ(t.deleter_calls.load(), 1);
+}
