@@ -105,12 +105,14 @@ inline bool host_device(int32_t t) {
   return t == kDLCPU || t == kDLCUDAHost || t == kDLROCMHost || t == kDLCUDAManaged;
 }
 
-// The dtypes DLPack defines (the header documents the same table).
+// The dtypes DLPack defines (the header documents the same table): int and
+// uint of 2 and 4 bits are DLPack 1.1's sub-byte integers.
 inline bool dtype_legal(DLDataType d) {
   if (d.lanes < 1) return false;
   switch (d.code) {
     case kDLInt:
     case kDLUInt:
+      return d.bits == 2 || d.bits == 4 || d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64;
     case kDLOpaqueHandle:
       return d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64;
     case kDLFloat:
@@ -137,6 +139,8 @@ inline DLDataType pick_dtype(Reader& r) {
       {kDLBfloat, 16, 1}, {kDLComplex, 64, 1}, {kDLComplex, 128, 1}, {6, 8, 1},
       {10, 8, 1},       {15, 6, 1},          {17, 4, 1},        {17, 4, 2},
       {kDLFloat, 32, 4}, {kDLInt, 8, 3},     {kDLFloat, 16, 2}, {16, 6, 4},
+      // Appended, so that the seeds' indices keep their meaning.
+      {kDLInt, 4, 1},   {kDLUInt, 2, 1},     {kDLUInt, 4, 2},   {kDLInt, 2, 3},
   };
   uint8_t sel = r.u8();
   constexpr size_t n = sizeof(table) / sizeof(table[0]);
@@ -184,24 +188,46 @@ inline NdimPick pick_ndim(Reader& r) {
 struct Extent {
   bool sane = false;       // ndim in range, extents >= 0, dtype legal, sizes fit
   bool fits = false;       // sane, and lo/hi below fit in int64 (placeable)
-  bool subbyte = false;    // bits * lanes not a multiple of 8
+  bool subbyte = false;    // packed, bits * lanes not a multiple of 8
+  bool padded = false;     // one byte per element (the padded sub-byte layout)
   bool compact = false;    // compact row-major (size-1 dims' strides ignored)
   int64_t numel = 0;       // element count
-  int64_t elem_bytes = 0;  // bytes per element (0 for sub-byte)
+  int64_t elem_bytes = 0;  // bytes per element (0 for packed sub-byte)
   int64_t nbytes = 0;      // compact byte size
   int64_t lo = 0;          // lowest byte touched, relative to data + byte_offset
   int64_t hi = 0;          // one past the highest byte touched, same origin
 };
 
+// The padded sub-byte layout (DLPack 1.1's IS_SUBBYTE_TYPE_PADDED,
+// dlbridge's DLB_BUFFER_SUBBYTE_PADDED), as the spec and dlbridge's docs
+// define it: "sub-byte types are packed unless the flag says each element
+// is padded to a byte". For a sub-byte type (bits < 8) whose element
+// (bits * lanes) is narrower than a byte, each element sits in a byte of
+// its own. A sub-byte type whose element is a byte or wider (int4 x 2,
+// float6 x 3) has no layout the flag can mean (is each lane padded, or the
+// element?): such a tensor is malformed. A type of whole bytes is not a
+// sub-byte type: the flag says nothing about it (imports ignore it; wrap,
+// an argument, refuses it, which the export target checks itself).
+enum class Padding { none, padded, ambiguous };
+inline Padding padding_of(DLDataType dtype, bool flag) {
+  if (!flag || dtype.bits >= 8) return Padding::none;
+  return static_cast<uint32_t>(dtype.bits) * dtype.lanes < 8 ? Padding::padded : Padding::ambiguous;
+}
+
+// `padded`: the tensor carries the padded flag (padding_of says what it
+// means for the dtype).
 inline Extent compute_extent(int32_t ndim, const int64_t* shape, const int64_t* strides,
-                             DLDataType dtype) {
+                             DLDataType dtype, bool padded = false) {
   using i128 = __int128;
   const i128 lim = static_cast<i128>(INT64_MAX);
   Extent e;
   if (ndim < 0 || ndim > DLB_MAX_NDIM) return e;
   if (ndim > 0 && shape == nullptr) return e;
   if (!dtype_legal(dtype)) return e;
-  const i128 elem_bits = static_cast<i128>(dtype.bits) * dtype.lanes;
+  const Padding padding = padding_of(dtype, padded);
+  if (padding == Padding::ambiguous) return e;
+  e.padded = padding == Padding::padded;
+  const i128 elem_bits = e.padded ? 8 : static_cast<i128>(dtype.bits) * dtype.lanes;
   e.subbyte = elem_bits % 8 != 0;
   e.elem_bytes = e.subbyte ? 0 : static_cast<int64_t>(elem_bits / 8);
   i128 numel = 1;

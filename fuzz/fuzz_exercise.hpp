@@ -43,6 +43,9 @@ struct View {
 // the last reference is gone; the caller checks it afterwards.
 inline void exercise(Reader& r, dlb_buffer* buf, const View& v, const int* owner_calls) {
   const bool buffer_ro = (dlb_buffer_flags(buf) & DLB_BUFFER_READ_ONLY) != 0;
+  // Padded sub-byte elements (one byte each): the extent is that of bytes.
+  FUZZ_CHECK(((dlb_buffer_flags(buf) & DLB_BUFFER_SUBBYTE_PADDED) != 0) == v.extent.padded,
+             "buffer's padded flag differs from the harness's layout");
   const int32_t ndim = v.ndim;
   const int64_t* shape_p = v.shape;
   const int64_t* strides_p = v.strides;
@@ -91,10 +94,16 @@ inline void exercise(Reader& r, dlb_buffer* buf, const View& v, const int* owner
             out_t = &h.v->dl_tensor;
             out_flags = h.v->flags;
             if (ask_copy) FUZZ_CHECK(out_flags & DLPACK_FLAG_BITMASK_IS_COPIED, "copy not flagged");
+            FUZZ_CHECK(((out_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0) == e.padded,
+                       "export's IS_SUBBYTE_TYPE_PADDED %d, buffer padded %d",
+                       (out_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0, e.padded);
           }
         } else {
           es = dlb_export_legacy(buf, eo, &h.l);
           if (es == DLB_OK) {
+            // The legacy struct cannot say the elements are padded: its
+            // consumer would read them packed.
+            FUZZ_CHECK(!e.padded, "padded sub-byte elements exported as a legacy tensor");
             out_t = &h.l->dl_tensor;
           }
         }
@@ -157,6 +166,8 @@ inline void exercise(Reader& r, dlb_buffer* buf, const View& v, const int* owner
         }
         FUZZ_CHECK(!deleted, "deleted buffer copied");
         FUZZ_CHECK(dlb_buffer_nbytes(hb) == static_cast<uint64_t>(e.nbytes), "to_host nbytes");
+        FUZZ_CHECK(((dlb_buffer_flags(hb) & DLB_BUFFER_SUBBYTE_PADDED) != 0) == e.padded,
+                   "to_host changed the padded flag");
         extra.push_back(hb);
         break;
       }

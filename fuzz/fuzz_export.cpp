@@ -1,6 +1,7 @@
 // libFuzzer target: buffers made by dlb_buffer_alloc or dlb_buffer_wrap from
-// fuzzed layouts, exported with arbitrary dlb_export_options bytes
-// (struct_size included), copied, deleted and released (fuzz_exercise.hpp).
+// fuzzed layouts (wrap with or without DLB_BUFFER_SUBBYTE_PADDED), exported
+// with arbitrary dlb_export_options bytes (struct_size included), copied,
+// deleted and released (fuzz_exercise.hpp).
 // A wrapped view lies in an exact-size heap block that its release callback
 // frees, so a read outside it, or after release, is an ASan report.
 #include "fuzz_exercise.hpp"
@@ -66,7 +67,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t byte_offset = bs < 0xF0 ? (bs % 16) * 4u : r.u64();
     DLDevice dev = (ctl & 2) ? pick_device(r) : make_device(kDLCPU, 0);
     const int64_t* sp = null_strides ? nullptr : strides.data();
-    Extent e = compute_extent(ndim, shape.data(), sp, dtype);
+    // DLB_BUFFER_SUBBYTE_PADDED: taken only for elements narrower than a
+    // byte (buffer.h), DLB_ERR_INVALID_ARGUMENT otherwise.
+    const bool pad = (ctl & 0x10) != 0;
+    const bool pad_refused = pad && static_cast<uint32_t>(dtype.bits) * dtype.lanes >= 8;
+    Extent e = compute_extent(ndim, shape.data(), sp, dtype, pad);
     Placement pl;
     DLTensor view;
     std::memset(&view, 0, sizeof(view));
@@ -76,41 +81,53 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     view.shape = shape.data();
     view.strides = const_cast<int64_t*>(sp);
     view.byte_offset = byte_offset;
+    const uint64_t wflags = ((ctl & 8) ? DLB_BUFFER_READ_ONLY : 0) | (pad ? DLB_BUFFER_SUBBYTE_PADDED : 0);
     if (!place(e, byte_offset, cap, r, &pl)) {
-      if (e.sane) return 0;  // valid but larger than the arena cap
-      // Malformed: wrap must refuse it, without reading anything.
+      if (e.sane && !pad_refused) return 0;  // valid but larger than the arena cap
+      // Malformed, or padded elements of a byte or more: wrap must refuse
+      // it, without reading anything.
       view.data = reinterpret_cast<void*>(uintptr_t{1} << 40);
       dlb_buffer* out = sentinel;
-      dlb_status s = dlb_buffer_wrap(&view, 0, release_block, &g_owned, &out);
-      FUZZ_CHECK(s != DLB_OK, "malformed view wrapped (ndim %d dtype %u/%u/%u)", ndim, dtype.code, dtype.bits,
-                 dtype.lanes);
+      dlb_status s = dlb_buffer_wrap(&view, wflags & DLB_BUFFER_SUBBYTE_PADDED, release_block, &g_owned, &out);
+      FUZZ_CHECK(s != DLB_OK, "malformed view wrapped (ndim %d dtype %u/%u/%u, padded %d)", ndim, dtype.code,
+                 dtype.bits, dtype.lanes, pad);
       check_failure(s, "wrap");
       FUZZ_CHECK(out == sentinel, "out written on failure");
+      if (pad_refused && dtype_legal(dtype))
+        FUZZ_CHECK(s == DLB_ERR_INVALID_ARGUMENT, "padded %u-bit elements gave %s",
+                   static_cast<unsigned>(dtype.bits * dtype.lanes), dlb_status_name(s));
       return 0;
     }
     view.data = pl.data;
     g_owned.calls = 0;
     g_owned.block = pl.block;
-    const uint64_t wflags = (ctl & 8) ? DLB_BUFFER_READ_ONLY : 0;
     dlb_buffer* out = sentinel;
     dlb_status s = dlb_buffer_wrap(&view, wflags, release_block, &g_owned, &out);
     if (s != DLB_OK) {
       check_failure(s, "wrap");
       FUZZ_CHECK(out == sentinel, "out written on failure");
       FUZZ_CHECK(g_owned.calls == 0, "release ran on a failed wrap");
-      const bool known = known_device(dev);
-      FUZZ_CHECK(!known || refusal_tolerated(e, s), "valid view refused by wrap: %s", dlb_status_name(s));
+      if (pad_refused) {
+        FUZZ_CHECK(s == DLB_ERR_INVALID_ARGUMENT, "padded %u-bit elements gave %s",
+                   static_cast<unsigned>(dtype.bits * dtype.lanes), dlb_status_name(s));
+      } else {
+        const bool known = known_device(dev);
+        FUZZ_CHECK(!known || refusal_tolerated(e, s), "valid view refused by wrap: %s", dlb_status_name(s));
+      }
       std::free(pl.block);
       return 0;
     }
-    if (wflags) FUZZ_CHECK(dlb_buffer_flags(out) & DLB_BUFFER_READ_ONLY, "READ_ONLY flag lost");
+    FUZZ_CHECK(!pad_refused, "DLB_BUFFER_SUBBYTE_PADDED taken for %u-bit elements",
+               static_cast<unsigned>(dtype.bits * dtype.lanes));
+    if (wflags & DLB_BUFFER_READ_ONLY) FUZZ_CHECK(dlb_buffer_flags(out) & DLB_BUFFER_READ_ONLY, "READ_ONLY flag lost");
     buf = out;
     owner_calls = &g_owned.calls;
   }
 
   DLTensor v;
   FUZZ_CHECK(dlb_buffer_dltensor(buf, &v) == DLB_OK, "dltensor");
-  Extent e = compute_extent(v.ndim, v.shape, v.strides, v.dtype);
+  Extent e = compute_extent(v.ndim, v.shape, v.strides, v.dtype,
+                            (dlb_buffer_flags(buf) & DLB_BUFFER_SUBBYTE_PADDED) != 0);
   FUZZ_CHECK(e.sane, "buffer view is malformed");
   FUZZ_CHECK(dlb_buffer_nbytes(buf) == static_cast<uint64_t>(e.nbytes), "nbytes");
   if (!use_wrap && e.nbytes > 0) {

@@ -55,7 +55,7 @@ int run_import(const uint8_t* data, size_t size) {
       version.minor = r.u32();
     }
     uint8_t fs = r.u8();
-    flags = fs < 0xF0 ? (fs & 3) : r.u64();
+    flags = fs < 0xF0 ? (fs & 7) : r.u64();  // READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED
   }
 
   const NdimPick nd = pick_ndim(r);
@@ -77,7 +77,11 @@ int run_import(const uint8_t* data, size_t size) {
   uint8_t bs = r.u8();
   uint64_t byte_offset = bs < 0xF0 ? (bs % 8) * 8u + (bs & 0x80 ? 1 : 0) : r.u64();
 
-  Extent e = compute_extent(ndim, shape_p, strides_p, dtype);
+  // The padded flag as the harness reads the spec (padding_of): one byte per
+  // element of a sub-byte type narrower than a byte, malformed for a
+  // sub-byte type of wider elements, nothing for whole-byte types.
+  const bool padded_flag = (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0;
+  Extent e = compute_extent(ndim, shape_p, strides_p, dtype, padded_flag);
   Placement pl;
   bool placed = place(e, byte_offset, 1 << 13, r, &pl);
   void* data_ptr = pl.data;
@@ -136,9 +140,14 @@ int run_import(const uint8_t* data, size_t size) {
     FUZZ_CHECK(g_deleter_calls == 0, "deleter ran on a failed import");
     if (prefix_only && !use_options)
       FUZZ_CHECK(st == DLB_ERR_VERSION, "major %u gave status %d", version.major, st);
+    // The padded flag on a sub-byte type of elements a byte or wider: no
+    // layout it can mean, refused as the dtype's fault before anything else.
+    if (!use_options && !prefix_only && dtype_legal(dtype) && padding_of(dtype, padded_flag) == Padding::ambiguous)
+      FUZZ_CHECK(st == DLB_ERR_UNSUPPORTED_DTYPE, "padded %u x %u-bit elements gave %s", dtype.lanes, dtype.bits,
+                 dlb_status_name(st));
     // A sane tensor with default options must be accepted.
     bool must_accept = !use_options && !prefix_only && e.sane && !null_data &&
-                       (placed || e.numel == 0) && (flags & ~uint64_t{3}) == 0 &&
+                       (placed || e.numel == 0) && (flags & ~uint64_t{7}) == 0 &&
                        known_device(device) && dtype_legal(dtype);
     FUZZ_CHECK(!must_accept || refusal_tolerated(e, st), "valid tensor refused with %s", dlb_status_name(st));
     if constexpr (Versioned) dlb_managed_free_versioned(t);
@@ -172,6 +181,8 @@ int run_import(const uint8_t* data, size_t size) {
                (unsigned long long)dlb_buffer_nbytes(buf), (long long)e.nbytes);
   }
   const uint64_t bflags = dlb_buffer_flags(buf);
+  FUZZ_CHECK(((bflags & DLB_BUFFER_SUBBYTE_PADDED) != 0) == e.padded, "padded flag %d, harness expects %d",
+             (bflags & DLB_BUFFER_SUBBYTE_PADDED) != 0, e.padded);
   if constexpr (Versioned) {
     if (flags & DLPACK_FLAG_BITMASK_READ_ONLY)
       FUZZ_CHECK(bflags & DLB_BUFFER_READ_ONLY, "READ_ONLY import became writable");
