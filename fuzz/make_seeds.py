@@ -15,7 +15,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 # pick_dtype indices (fuzz_common.hpp table)
 DT = {"i8": 0, "i16": 1, "i32": 2, "i64": 3, "u8": 4, "f16": 5, "f32": 6, "f64": 7,
       "bf16": 8, "c64": 9, "c128": 10, "bool": 11, "f8": 12, "f6": 13, "f4": 14,
-      "f4x2": 15, "f32x4": 16, "i8x3": 17, "f16x2": 18, "f6x4": 19}
+      "f4x2": 15, "f32x4": 16, "i8x3": 17, "f16x2": 18, "f6x4": 19,
+      "i4": 20, "u2": 21, "u4x2": 22, "i2x3": 23}
 # pick_device indices: 0 CPU, 5 CUDAHost, 6 CUDAManaged, 7 ROCMHost, 8 CUDA, 9 ROCM
 DEV = {"cpu": 0, "cuda_host": 5, "managed": 6, "rocm_host": 7, "cuda": 8, "rocm": 9}
 
@@ -102,7 +103,16 @@ def import_seeds(versioned):
                                      the_ops=ops(opt_export(True, has_target=1), opt_export(False, copy=1)))
     s["reimport-chain"] = import_seed(versioned, 2, [2, 2], [2, 1], "i64",
                                       the_ops=ops(EXPORT_V, REIMPORT0, EXPORT_L, REIMPORT0))
+    s["subbyte-i4-strided"] = import_seed(versioned, 2, [3, 2], [1, 3], "i4",
+                                          the_ops=ops(opt_export(True, copy=2), TO_HOST, EXPORT_V))
     if versioned:
+        # IS_SUBBYTE_TYPE_PADDED (vflags 4): uint2 and int2 x 3 padded to a
+        # byte each, transposed; float32 with the flag (dropped).
+        s["padded-u2-transposed"] = import_seed(True, 2, [3, 2], [1, 3], "u2", vflags=4,
+                                                the_ops=ops(opt_export(True, copy=2), TO_HOST, EXPORT_L, EXPORT_V,
+                                                            REIMPORT0))
+        s["padded-i2x3"] = import_seed(True, 1, [5], None, "i2x3", vflags=4, the_ops=ops(EXPORT_V, TO_HOST))
+        s["padded-f32"] = import_seed(True, 1, [3], None, "f32", vflags=4, the_ops=ops(EXPORT_V))
         s["read-only"] = import_seed(True, 1, [4], None, "f32", vflags=1,
                                      the_ops=ops(EXPORT_V, EXPORT_L, opt_export(False, flags=2)))
         s["major-2"] = import_seed(True, 1, [4], None, major=2)
@@ -133,12 +143,14 @@ def validate_seeds():
         "null-tensor": validate_seed(1, [2], [1], null_tensor=True),
         "bad-dtype": validate_seed(1, [2], [1], dtype=bytes([0xF0, 99, 32, 1, 0])),
         "scalar-f6": validate_seed(0, [], [], "f6"),
+        "subbyte-i4-strided": validate_seed(2, [3, 2], [1, 3], "i4", flags=1),
+        "subbyte-u4x2": validate_seed(1, [7], [1], "u4x2"),
     }
 
 
 def export_seed(wrap, ndim, shape, strides=None, dtype="f32", byte_offset=0, read_only=False, the_ops=b"\x00",
-                teardown=0):
-    ctl = (1 if wrap else 0) | (4 if strides is None else 0) | (8 if read_only else 0)
+                teardown=0, padded=False):
+    ctl = (1 if wrap else 0) | (4 if strides is None else 0) | (8 if read_only else 0) | (0x10 if padded else 0)
     out = bytes([ctl]) + ndim_byte(ndim) + b"".join(ext(s) for s in shape)
     out += b"".join(sext(s) for s in (strides or [0] * ndim)) + bytes([DT[dtype]])
     if wrap:
@@ -163,6 +175,10 @@ def export_seeds():
                                                      opt_export(True, struct_size=200))),
         "wrap-stream": export_seed(True, 1, [4], None, "f16",
                                    the_ops=ops(opt_export(True, stream=2), opt_export(True, has_target=1, dev_type=2))),
+        "alloc-i4": export_seed(False, 2, [3, 5], dtype="i4", the_ops=ops(EXPORT_V, EXPORT_L, TO_HOST)),
+        "wrap-padded-u2": export_seed(True, 2, [2, 3], [1, 2], "u2", padded=True,
+                                      the_ops=ops(opt_export(True, copy=2), EXPORT_L, TO_HOST, EXPORT_V, REIMPORT0)),
+        "wrap-padded-u4x2": export_seed(True, 1, [4], None, "u4x2", padded=True, the_ops=ops(EXPORT_V)),
     }
 
 
@@ -188,6 +204,9 @@ def copy_seeds():
         "slack-dst": copy_seed(2, [2, 5], [10, 2], "u8", 2, dst=2),
         "subbyte-compact": copy_seed(1, [11], None, "f4"),
         "subbyte-strided": copy_seed(1, [5], [2], "f4"),
+        "subbyte-i4-compact": copy_seed(2, [3, 3], [3, 1], "i4"),
+        "subbyte-u2-strided": copy_seed(2, [3, 4], [1, 3], "u2"),
+        "subbyte-i2x3": copy_seed(1, [5], None, "i2x3"),
         "device": copy_seed(1, [3], [1], device="cuda"),
         "zero-size": copy_seed(2, [0, 9], [3, 1], "f32x4"),
     }
@@ -202,6 +221,10 @@ def regressions():
             "negative-stride": import_seed(True, 1, [4], [-1], "i32", the_ops=ops(opt_export(True, copy=2))),
             "null-data-offset": import_seed(True, 2, [0, 3], None, "f32", byte_offset=56, null_data=True,
                                             the_ops=ops(opt_export(True, copy=2), TO_HOST)),
+            # A packed pair of float4 flagged IS_SUBBYTE_TYPE_PADDED: the flag
+            # was dropped and the bytes read as packed; now refused
+            # (tests/core/test_subbyte.cpp).
+            "padded-float4x2": import_seed(True, 1, [4], None, "f4x2", vflags=4, the_ops=ops(EXPORT_V)),
         },
         "export": {"zero-size-huge-extents": export_seed(True, 4, [4, 0, 1 << 62, 4], None, "i8",
                                                          the_ops=ops(EXPORT_V))},
