@@ -154,9 +154,11 @@ dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbyt
   if (!byte_addressable(t.dtype)) {
     if (!contiguous)
       return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
-                       "a strided view of a sub-byte dtype (%u bits) cannot be copied: its elements do not start on "
-                       "byte boundaries",
-                       static_cast<unsigned>(element_bits(t.dtype)));
+                       "a strided view of packed sub-byte elements (%u bits each: %u bits x %u lanes) cannot be "
+                       "copied: its elements do not start on byte boundaries, so they cannot be addressed one by "
+                       "one; only a compact row-major view of them can be",
+                       static_cast<unsigned>(element_bits(t.dtype)), static_cast<unsigned>(t.dtype.bits),
+                       static_cast<unsigned>(t.dtype.lanes));
     std::memcpy(dst, origin, static_cast<std::size_t>(nbytes));
     return DLB_OK;
   }

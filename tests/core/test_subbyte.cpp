@@ -109,6 +109,10 @@ TEST_F(SubByte, StridedPaddedViewsCopyAsBytes) {
   dlb_buffer* packed = nullptr;
   ASSERT_EQ(dlb_buffer_wrap(&view, 0, nullptr, nullptr, &packed), DLB_OK);
   EXPECT_EQ(dlb_buffer_to_host(packed, &host), DLB_ERR_UNSUPPORTED_LAYOUT);
+  EXPECT_TRUE(MessageContains("packed sub-byte elements (2 bits each"));
+  unsigned char out[6];
+  EXPECT_EQ(dlb_copy_to_contiguous(&view, out, sizeof out), DLB_ERR_UNSUPPORTED_LAYOUT);
+  EXPECT_TRUE(MessageContains("cannot be addressed one by one"));
   dlb_buffer_release(packed);
   dlb_buffer_release(padded);
 }
