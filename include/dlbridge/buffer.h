@@ -49,9 +49,13 @@ typedef struct dlb_buffer dlb_buffer;
  * its own, in the byte's low bits; sizes, strides and copies are those of a
  * uint8 tensor of the same shape. Without it such elements are packed.
  * Taken only for dtypes of fewer than 8 bits (DLB_ERR_INVALID_ARGUMENT
- * otherwise). A versioned import sets it when the producer set the DLPack
- * flag on such a dtype; versioned exports and copies carry it; a legacy
- * export, which has no flag to say it, is refused with
+ * otherwise; "fewer than 8 bits" counts bits times lanes). A versioned
+ * import sets it when the producer set the DLPack flag on such a dtype,
+ * ignores the DLPack flag on dtypes of whole bytes, and refuses it
+ * (DLB_ERR_UNSUPPORTED_DTYPE) on a sub-byte type whose elements are 8 bits
+ * or more (int4 x 2, float6 x 4), where DLPack defines no padding.
+ * Versioned exports and copies carry it; a legacy export, which has no
+ * flag to say it, is refused with
  * DLB_ERR_UNSUPPORTED_DTYPE (a legacy consumer would read the bytes as
  * packed).
  */
