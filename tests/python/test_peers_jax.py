@@ -3,9 +3,9 @@ is in scripts/test.d/43-sdist.sh): zero-copy for a single-device array,
 the host-copy cure for arrays sharded over several CPU devices, its refusal
 under copy=False, deleted and donated arrays, the stream rule on CPU."""
 
-import gc
 import os
 
+import peers  # missing peers: skip here, fail in the peer run
 import pytest
 
 # Several CPU devices, so that a sharded array is real here; only effective
@@ -17,19 +17,11 @@ try:
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-except ImportError:
-    pytest.skip("skipped: jax not installable here", allow_module_level=True)
+except ImportError as e:
+    peers.missing(e, "JAX")
 
 import dlbridge
 
-
-@pytest.fixture(autouse=True)
-def no_exports_left():
-    gc.collect()
-    before = dlbridge.live_exports()
-    yield
-    gc.collect()
-    assert dlbridge.live_exports() == before
 
 
 def sharded(x):

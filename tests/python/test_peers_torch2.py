@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 
+import peers  # missing peers: skip here, fail in the peer run
 import pytest
 
 # Several CPU devices, so that a sharded array is real; only effective
@@ -31,25 +32,13 @@ try:
     if int(torch.__version__.split(".")[0]) < 2:
         raise ImportError("torch %s is not torch 2" % torch.__version__)
 except ImportError as e:
-    if os.environ.get("DLBRIDGE_PEERS_REQUIRED"):
-        pytest.fail("a pinned peer is missing: %s (python/requirements/peers.txt names it)" % e,
-                    pytrace=False)
-    pytest.skip("skipped: torch 2, JAX and tvm-ffi are the peer environment's (%s)" % e,
-                allow_module_level=True)
+    peers.missing(e, "torch 2, JAX and tvm-ffi")
 
 import dlbridge
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "exchange"))
 import xtable  # noqa: E402  ctypes views of an exchange table
 
-
-@pytest.fixture(autouse=True)
-def no_exports_left():
-    gc.collect()
-    before = dlbridge.live_exports()
-    yield
-    gc.collect()
-    assert dlbridge.live_exports() == before
 
 
 class TableOnly(torch.Tensor):

@@ -7,9 +7,8 @@ tvm_ffi.core.DLTensorTestWrapper (tvm_ffi.Tensor itself has none, and is
 exchanged through __dlpack__); tvm_ffi.from_dlpack reads the table of any
 object that has one, and otherwise calls __dlpack__() without arguments."""
 
-import gc
-import os
 
+import peers  # missing peers: skip here, fail in the peer run
 import pytest
 
 try:
@@ -17,21 +16,10 @@ try:
     import tvm_ffi
     from tvm_ffi.core import DLTensorTestWrapper
 except ImportError as e:
-    if os.environ.get("DLBRIDGE_PEERS_REQUIRED"):  # scripts/test.d/43-sdist.sh
-        pytest.fail("apache-tvm-ffi is pinned in python/requirements/peers.txt but missing: %s" % e,
-                    pytrace=False)
-    pytest.skip("skipped: apache-tvm-ffi is the peer environment's", allow_module_level=True)
+    peers.missing(e, "apache-tvm-ffi")
 
 import dlbridge
 
-
-@pytest.fixture(autouse=True)
-def no_exports_left():
-    gc.collect()
-    before = dlbridge.live_exports()
-    yield
-    gc.collect()
-    assert dlbridge.live_exports() == before
 
 
 class TableOnly(DLTensorTestWrapper):
