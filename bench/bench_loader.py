@@ -31,10 +31,7 @@ Ways:
                   the small ones as above: the copy into shared memory made
                   in the worker's own thread rather than the queue's
   dlbridge-shared dlbridge.share(array) on the queue: in shared memory
-                  first, then handed over as it is (with the small-tensor
-                  pool, a pool slot and ticket for a small one)
-  dlbridge-file   every tensor in a memory file of its own (only when the
-                  build has the pool, to set it against)
+                  first (a memory file each), then handed over as it is
   torch-mp        torch.from_numpy(array) on a torch.multiprocessing queue
                   (torch moves it into shared memory and passes the file)
   pickle          the numpy array on a multiprocessing queue (its bytes
@@ -52,7 +49,6 @@ import time
 import numpy as np
 
 import dlbridge
-import dlbridge._share as dshare
 
 try:
     import torch
@@ -63,7 +59,6 @@ except ImportError:  # pragma: no cover
 SMALL = (4 << 10) // 4  # float32 elements
 LARGE = (1 << 20) // 4
 STREAMS = {"small": (10_000, 0), "mixed": (10_000, 1_000)}
-POOLED = hasattr(dshare, "share_pool_state")
 
 
 def _plan(n_small, n_large, worker, workers=2):
@@ -93,8 +88,6 @@ def _producer(way, worker, n_small, n_large, start, done, q):
             item = dlbridge.share(a) if n == LARGE else dlbridge.from_dlpack(a)
         elif way == "dlbridge-shared":
             item = dlbridge.share(a)
-        elif way == "dlbridge-file":
-            item = dshare._share(a, pooled=False)
         elif way == "torch-mp":
             item = torch.from_numpy(a)
         else:
@@ -150,9 +143,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="repetitions per stream and way")
     ap.add_argument("--streams", default="small,mixed")
     args = ap.parse_args()
-    ways = ["dlbridge", "dlbridge-split", "dlbridge-shared"] + (["dlbridge-file"] if POOLED else []) + (["torch-mp"] if torch else []) + ["pickle"]
+    ways = ["dlbridge", "dlbridge-split", "dlbridge-shared"] + (["torch-mp"] if torch else []) + ["pickle"]
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print(f"pool in this build: {'yes' if POOLED else 'no'}")
     for stream in args.streams.split(","):
         times = {w: [] for w in ways}
         for r in range(args.reps):

@@ -139,7 +139,7 @@ def test_tensor_properties_repr_and_len():
     gone = dlbridge.empty((2,), "int8")
     gone.delete()  # metadata read at the delete: the properties keep working
     assert gone.shape == (2,)
-    c = copy.copy(t)  # a copy of the elements (copyreg: dlbridge._share._reduce_copy)
+    c = copy.copy(t)  # a copy of the elements (Tensor.__reduce_ex__, protocol < 5)
     assert c.shape == t.shape and c.data_ptr != t.data_ptr
 
 
