@@ -35,6 +35,12 @@ __all__ = [
     "from_dlpack",
     "live_exports",
     "__version__",
+    # sharing across processes (_share.py) and the conformance checker
+    "check",
+    "share",
+    "share_recv",
+    "share_send",
+    "shared_mappings",
 ]
 
 __version__: str = _glue.version
