@@ -46,7 +46,9 @@ SECTIONS = [
     ("Project", ["benchmarks", "RELIABILITY", "changelog"]),
     ("Maintainers", ["maintainers/*", "layout"]),
 ]
-HIDDEN = ["conformance/*"]  # reached from their own pages, not from the index
+# Pages shown under another page (in a hidden table of contents of that page)
+# rather than in the index.
+CHILDREN = {"conformance": ["conformance/*"]}
 
 LINK = re.compile(r"(\]\(|^\[[^\]]+\]:\s+)([^)\s]+)", re.M)
 
@@ -90,8 +92,9 @@ def _toctrees(env):
             return sorted(d for d in found if d.startswith(prefix) and "/" not in d[len(prefix):])
         return [pattern] if pattern in found else []
 
-    for hidden in HIDDEN:
-        placed.update(expand(hidden))
+    for children in CHILDREN.values():
+        for pattern in children:
+            placed.update(expand(pattern))
     for _, pages in SECTIONS:
         for p in pages or []:
             placed.update(expand(p))
@@ -103,10 +106,18 @@ def _toctrees(env):
         names = list(dict.fromkeys(names))
         if names:
             blocks.append("```{toctree}\n:caption: %s\n:maxdepth: 1\n\n%s\n```\n" % (caption, "\n".join(names)))
-    hidden = [n for p in HIDDEN for n in expand(p)]
-    if hidden:
-        blocks.append("```{toctree}\n:hidden:\n\n%s\n```\n" % "\n".join(hidden))
     return "\n".join(blocks)
+
+
+def _children(env, docname):
+    found = set(env.found_docs)
+    names = []
+    for pattern in CHILDREN.get(docname, []):
+        prefix = pattern[:-1]
+        names += sorted(d for d in found if d.startswith(prefix) and "/" not in d[len(prefix):])
+    if not names:
+        return ""
+    return "\n\n```{toctree}\n:hidden:\n\n%s\n```\n" % "\n".join(names)
 
 
 def _c_groups(xml_dir):
@@ -140,6 +151,7 @@ def on_source_read(app, docname, source):
         text = text.replace("<!-- site-toctrees -->", _toctrees(app.env))
     if "<!-- site-c-headers -->" in text:
         text = text.replace("<!-- site-c-headers -->", _c_groups(app.config.breathe_projects["dlbridge"]))
+    text += _children(app.env, docname)
     # Links from pages of docs/ to the pages that live outside it.
     text = _rewrite_links(text, posixpath.dirname(posixpath.join("docs", docname)), docname)
     source[0] = text
