@@ -8,6 +8,12 @@ directions::
     a = np.from_dlpack(t); g = torch.from_dlpack(t)  # zero-copy views of the same memory
     back = dlbridge.from_dlpack(g)                   # and back again, zero-copy
 
+The public names are those of ``__all__``: :class:`Tensor` and the calls
+that make one (:func:`from_dlpack`, :func:`from_buffer`, :func:`empty`),
+:func:`live_exports`, :func:`device_info`, :class:`Error`, sharing with other
+processes (:func:`share`, :func:`share_send`, :func:`share_recv`,
+:func:`shared_mappings`) and the conformance checker :mod:`dlbridge.check`.
+
 The work is done in C: by libdlbridge (bundled with the package) and by the
 package's extension module ``dlbridge._glue``, which holds every call that
 touches Python objects (capsules, the buffer protocol, the protocol's
@@ -93,6 +99,12 @@ def empty(shape: Union[int, Iterable[int]], dtype: Any) -> Tensor:
 
     shape: an int or a sequence of ints. dtype: a name ("float32",
     "bfloat16", "bool", ...), a numpy dtype or scalar type, or a torch dtype.
+    The memory is 64-byte aligned and owned by the library; it lives until
+    the tensor and every export made from it are gone.
+
+    Raises :class:`Error`: ``DLB_ERR_UNSUPPORTED_DTYPE`` for a dtype the
+    library does not know, ``DLB_ERR_MALFORMED`` for a negative extent,
+    ``DLB_ERR_OUT_OF_MEMORY``.
     """
     dims = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
     result: Tensor = _glue.empty(dims, _dtype_name(dtype))

@@ -7,7 +7,11 @@ version: str
 dlpack_version: Tuple[int, int]
 
 class Tensor:
-    """A reference to a dlbridge buffer; a producer and consumer of DLPack."""
+    """A reference to a dlbridge buffer; a producer and consumer of DLPack.
+
+    Made by dlbridge.empty, dlbridge.from_buffer and dlbridge.from_dlpack,
+    not by calling the class. Strides are in elements, as DLPack counts them.
+    """
 
     __dlpack_c_exchange_api__: Any
     @property
@@ -47,14 +51,28 @@ class Tensor:
         max_version: Optional[Tuple[int, int]] = ...,
         dl_device: Optional[Tuple[int, int]] = ...,
         copy: Optional[bool] = ...,
-    ) -> Any: ...
+    ) -> Any:
+        """A DLPack capsule: versioned when max_version's major is 1 or more,
+        legacy otherwise. BufferError when the export cannot be made (a
+        deleted tensor, a copy forbidden with copy=False, read-only data in a
+        legacy capsule with copy=False); TypeError or ValueError for
+        arguments the protocol does not allow."""
+        ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
-    def delete(self) -> None: ...
+    def delete(self) -> None:
+        """Deletes (donates) the buffer: later exports raise BufferError;
+        exports made before stay valid until their consumers drop them."""
+        ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> Tuple[Any, Tuple[Any, ...]]: ...
 
 def register(error_class: Type[Error], /) -> None: ...
 def empty(shape: Tuple[int, ...], dtype_name: str) -> Tensor: ...
-def from_buffer(obj: Any, /) -> Tensor: ...
+def from_buffer(obj: Any, /) -> Tensor:
+    """A zero-copy Tensor over an object with the buffer protocol (bytes give
+    a read-only one). dlbridge.Error: DLB_ERR_INVALID_ARGUMENT without the
+    buffer protocol, DLB_ERR_UNSUPPORTED_DTYPE or DLB_ERR_UNSUPPORTED_LAYOUT
+    for what DLPack cannot describe."""
+    ...
 def from_dlpack(
     obj: Any,
     /,
@@ -62,8 +80,18 @@ def from_dlpack(
     device: Optional[Tuple[int, int]] = ...,
     copy: Optional[bool] = ...,
     stream: Optional[int] = ...,
-) -> Tensor: ...
-def live_exports() -> int: ...
+) -> Tensor:
+    """A Tensor over what any DLPack producer exports (through its type's
+    DLPack C exchange table when it has one). A producer that refuses is
+    asked for a host copy unless copy=False (then BufferError).
+    AttributeError for an object without __dlpack__; dlbridge.Error for a
+    malformed tensor, a deleted array (DLB_ERR_DELETED) or a refusal no copy
+    can cure; TypeError or ValueError for arguments the protocol does not
+    allow."""
+    ...
+def live_exports() -> int:
+    """Managed tensors exported by the library whose deleter has not yet run."""
+    ...
 def status_name(code: int, /) -> str: ...
 def library_path() -> str: ...
 def device_info(device_type: int, /) -> Tuple[int, str, bool, bool, bool]: ...

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Stage: the API reference builds with every public symbol documented, and
-# the runnable example at the top of each language guide works: the first
-# ```c block of docs/c.md and of README.md and ```rust of docs/rust.md are
-# extracted, built against <build-dir> and run (docs/python.md's runs in
-# tests/python/test_docs.py, against the installed package); the counts and
-# lists the guides state are what scripts/doc-facts computes; and
+# Stage: the documentation. The site builds with warnings as errors
+# (scripts/docs --check: a broken link or reference, a C or Python name the
+# guides cite that no longer exists, an undocumented public C symbol, a
+# Doxygen or rustdoc warning); every code block of the guides runs
+# (scripts/doc-examples, against <build-dir>); headless Chromium opens the
+# site, follows every internal link and takes screenshots of the index and
+# the Python API page into build/docs/screenshots (scripts/check-site); the
+# counts and lists the guides state are what scripts/doc-facts computes; and
 # docs/layout.md names every tracked source file (scripts/check-layout-doc).
+# docs/maintainers/docs-site.md says how a page joins the site.
+# timeout: 600
 #
 #   bash scripts/test.d/65-docs.sh <build-dir>
 set -euo pipefail
@@ -16,76 +20,33 @@ build=$(cd "$build" && pwd)
 lib=$build/src/libdlbridge.so
 [ -f "$lib" ] || { echo "65-docs: $lib not found (is '$1' a built dlbridge tree?)" >&2; exit 2; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-docs.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
 failed=0
 fail() { echo "65-docs: FAIL: $*" >&2; failed=1; }
-step() { echo "== 65-docs: $*"; }
-
-# first_block FILE LANG: prints the first fenced block opened with ```LANG.
-first_block() {
-  awk -v lang="$2" '
-    !inside && $0 ~ "^```" lang "[[:space:]]*$" { inside = 1; next }
-    inside && /^```/ { found = 1; exit }
-    inside { print }
-    END { exit found ? 0 : 1 }' "$1"
-}
+step() { echo "== 65-docs: $* ($SECONDS s)"; }
 
 step "docs/layout.md names every source file (scripts/check-layout-doc)"
 bash scripts/check-layout-doc || fail "docs/layout.md does not name every tracked source file"
 
 step "counts and lists of the guides (scripts/doc-facts --check)"
-python3 scripts/doc-facts --check "$build" || fail "a count or list in the guides is stale (scripts/doc-facts)"
+/usr/bin/python3 scripts/doc-facts --check "$build" || fail "a count or list in the guides is stale (scripts/doc-facts)"
 
-step "API reference (scripts/docs --check)"
-bash scripts/docs --check --output "$tmp/api" || fail "the API reference has undocumented symbols or doxygen warnings"
+step "the site, warnings as errors (scripts/docs --check)"
+bash scripts/docs --check --build "$build" --output "$root/build/docs" \
+  || fail "the site has broken references, warnings or undocumented symbols (above)"
 
-for doc in docs/c.md README.md; do
-  step "$doc C example"
-  if first_block "$doc" c > "$tmp/example.c"; then
-    if cc -std=c99 -Wall -Wextra -pedantic -Werror -Iinclude "$tmp/example.c" -o "$tmp/example_c" \
-         -L"$build/src" -ldlbridge -Wl,-rpath,"$build/src"; then
-      "$tmp/example_c" || fail "$doc C example exited with $?"
-    else
-      fail "$doc C example does not compile"
-    fi
-  else
-    fail "$doc has no \`\`\`c block"
-  fi
-done
+step "every example of the guides (scripts/doc-examples)"
+/usr/bin/python3 scripts/doc-examples "$build" || fail "an example of the guides failed (above)"
 
-step "docs/rust.md example"
-if first_block docs/rust.md rust > "$tmp/main.rs"; then
-  if [ -f rust/dlbridge/Cargo.toml ]; then
-    mkdir -p "$tmp/rust-example/src"
-    mv "$tmp/main.rs" "$tmp/rust-example/src/main.rs"
-    cat > "$tmp/rust-example/Cargo.toml" <<TOML
-[package]
-name = "dlbridge-guide-example"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[dependencies]
-dlbridge = { path = "$root/rust/dlbridge" }
-
-[workspace]
-TOML
-    # The crate's build script gives rpaths to its own tests only (cargo does
-    # not pass link arguments on to dependents), hence LD_LIBRARY_PATH here.
-    (cd "$tmp/rust-example" && CARGO_TARGET_DIR="$tmp/rust-target" DLBRIDGE_LIB_DIR="$build/src" \
-       DLBRIDGE_INCLUDE_DIR="$root/include" LD_LIBRARY_PATH="$build/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-       cargo run --offline --quiet) \
-      || fail "docs/rust.md example failed"
-  else
-    fail "rust/dlbridge is missing, cannot run the docs/rust.md example"
-  fi
+step "the site in headless Chromium (scripts/check-site)"
+if [ -f "$root/build/docs/html/index.html" ]; then
+  /usr/bin/python3 scripts/check-site --screenshots "$root/build/docs/screenshots" "$root/build/docs/html" \
+    || fail "a page does not render or a link is dead (above)"
 else
-  fail "docs/rust.md has no \`\`\`rust block"
+  fail "no site to open"
 fi
 
 if [ "$failed" != 0 ]; then
   echo "65-docs: FAILED" >&2
   exit 1
 fi
-echo "65-docs: reference complete, guide examples ran"
+echo "65-docs: site built without warnings, examples ran, links followed in Chromium ($SECONDS s)"
