@@ -100,6 +100,18 @@ else
   fail "pkg-config consumer did not build"
 fi
 
+# The C++ layer, installed beside the C header: the example of docs/cpp.md
+# built with the installed headers only.
+step "consumer: c++ -std=c++17 tests/cpp/example.cpp \$(pkg-config --cflags --libs dlbridge)"
+[ -f "$prefix/include/dlbridge/dlbridge.hpp" ] || fail "include/dlbridge/dlbridge.hpp missing"
+# shellcheck disable=SC2046  # the flags are meant to be split
+if c++ -std=c++17 -Wall -Wextra -Werror -o "$tmp/pkgconfig/example_hpp" tests/cpp/example.cpp \
+     $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs dlbridge); then
+  LD_LIBRARY_PATH="$libdir" "$tmp/pkgconfig/example_hpp" >/dev/null || fail "the installed C++ layer's example failed"
+else
+  fail "the installed C++ layer's example did not build"
+fi
+
 # ----------------------------------------------------------------- CMake
 step "consumer: CMake find_package(dlbridge CONFIG REQUIRED)"
 cmake_gen=()

@@ -1,0 +1,3 @@
+module dlbridge.dev/dlbridge
+
+go 1.24
