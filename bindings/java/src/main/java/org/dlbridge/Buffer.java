@@ -159,7 +159,7 @@ public final class Buffer implements AutoCloseable {
     return new Buffer(out[0]);
   }
 
-  private Pointer ptr() {
+  Pointer ptr() {
     Pointer b = handle.buffer;
     if (b == null) throw new IllegalStateException("the buffer is closed");
     return b;
