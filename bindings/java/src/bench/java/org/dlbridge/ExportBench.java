@@ -6,13 +6,14 @@ import java.util.Arrays;
 /**
  * One export + deleter from Java, for bindings/bench/export-ratio: the
  * idiom ({@code try (ManagedTensor t = b.exportVersioned()) {}}: a JNA call,
- * a handle registered with the Cleaner, the deleter run by close()), or with
- * "raw" the two JNA calls alone. Rounds of N after warm-up rounds (for the
+ * a handle registered with the Cleaner, the deleter run by close()), with
+ * "raw" the two JNA calls alone, with "call" one JNA call without arguments
+ * ({@code dlb_live_exports}). Rounds of N after warm-up rounds (for the
  * JIT); prints the median, min and max nanoseconds per export + deleter.
  */
 public final class ExportBench {
   public static void main(String[] args) {
-    boolean raw = args.length > 0 && args[0].equals("raw");
+    String mode = args.length > 0 ? args[0] : "idiom";
     long n = args.length > 1 ? Long.parseLong(args[1]) : 1_000_000;
     final int rounds = 7;
     final int warmup = 3;
@@ -22,7 +23,9 @@ public final class ExportBench {
       double[] per = new double[rounds];
       for (int r = -warmup; r < rounds; r++) {
         long t0 = System.nanoTime();
-        if (raw) {
+        if (mode.equals("call")) {
+          for (long i = 0; i < n; i++) Lib.dlb_live_exports();
+        } else if (mode.equals("raw")) {
           for (long i = 0; i < n; i++) {
             Lib.check(Lib.dlb_export_versioned(h, null, out));
             Lib.dlb_managed_free_versioned(new Pointer(out[0]));
