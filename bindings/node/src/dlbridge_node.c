@@ -169,13 +169,19 @@ static bool args(napi_env env, napi_callback_info info, size_t n, napi_value* ou
 }
 
 static bool get_dtype(napi_env env, napi_value v, DLDataType* out) {
-  char name[64];
+  char stack[64], *name = stack;
   size_t len = 0;
-  if (napi_get_value_string_utf8(env, v, name, sizeof name, &len) != napi_ok) {
+  if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "the dtype must be a string such as 'float32'");
     return false;
   }
+  if (len >= sizeof stack && !(name = malloc(len + 1))) {
+    napi_throw_error(env, "ERR_MEMORY_ALLOCATION_FAILED", "out of memory");
+    return false;
+  }
+  napi_get_value_string_utf8(env, v, name, len + 1, &len);
   dlb_status s = dlb_dtype_from_name(name, out);
+  if (name != stack) free(name);
   if (s != DLB_OK) return throw_status(env, s), false;
   return true;
 }

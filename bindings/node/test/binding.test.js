@@ -188,6 +188,7 @@ test('bad input: closed, deleted, imported twice', () => {
 test('bad input: dtype names, shapes, memory, handles, tickets', () => {
   refused('DLB_ERR_UNSUPPORTED_DTYPE', () => DlBuffer.alloc('float33', [2]));
   assert.throws(() => DlBuffer.alloc('float33', [2]), /float33/);
+  refused('DLB_ERR_UNSUPPORTED_DTYPE', () => DlBuffer.alloc('float32'.padEnd(100, ' '), [2])); // not cut short
   refused('DLB_ERR_MALFORMED', () => DlBuffer.alloc('float32', [2, -3]));
   assert.throws(() => DlBuffer.alloc('float32', [2, -3]), /-3/);
   refused('DLB_ERR_INVALID_ARGUMENT', () => DlBuffer.alloc('float32', new Array(65).fill(1)));
@@ -209,6 +210,16 @@ test('bad input: dtype names, shapes, memory, handles, tickets', () => {
   const plain = DlBuffer.alloc('int64', [2]);
   refused('DLB_ERR_NOT_ZERO_COPY', () => plain.issueTicket());
   plain.close();
+});
+
+test('bad input: a malformed tensor stays its owner\'s', () => {
+  const t = ManagedTensor.adopt(nl.makeMalformed(), { versioned: false });
+  assert.throws(() => DlBuffer.fromTensor(t), (e) => e.code === 'DLB_ERR_MALFORMED' && /-1/.test(e.message));
+  assert.equal(nl.malformedDeletes(), 0, 'a refused import runs no deleter');
+  t.close(); // still the caller's
+  assert.equal(nl.malformedDeletes(), 1, 'close ran it, once');
+  t.close();
+  assert.equal(nl.malformedDeletes(), 1);
 });
 
 test('a worker thread has its own environment', async () => {

@@ -125,6 +125,30 @@ static napi_value js_make(napi_env env, napi_callback_info info) {
   return v;
 }
 
+/* A legacy tensor that breaks the DLPack rules (an extent of -1), whose
+ * deleter counts its calls: for the binding's refused imports. */
+static int64_t malformed_shape[1] = {-1};
+static double malformed_data[1];
+static long long malformed_deletes;
+static void malformed_deleter(DLManagedTensor* t) {
+  (void)t;
+  ++malformed_deletes;
+}
+static DLManagedTensor malformed = {
+    {malformed_data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, malformed_shape, NULL, 0}, NULL, malformed_deleter};
+
+static napi_value js_make_malformed(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value v;
+  napi_create_bigint_uint64(env, (uint64_t)(uintptr_t)&malformed, &v);
+  return v;
+}
+
+static napi_value js_malformed_deletes(napi_env env, napi_callback_info info) {
+  (void)info;
+  return number(env, (double)malformed_deletes);
+}
+
 static napi_value js_deleter_calls(napi_env env, napi_callback_info info) {
   (void)info;
   return number(env, (double)nl_deleter_calls());
@@ -141,7 +165,8 @@ NAPI_MODULE_INIT() {
     napi_callback fn;
   } fns[] = {{"sum", js_sum},   {"store", js_store}, {"data", js_data}, {"consume", js_consume},
              {"consumeOnThread", js_consume_on_thread}, {"make", js_make},
-             {"deleterCalls", js_deleter_calls}, {"live", js_live}};
+             {"deleterCalls", js_deleter_calls}, {"live", js_live}, {"makeMalformed", js_make_malformed},
+             {"malformedDeletes", js_malformed_deletes}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     napi_value f;
     napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);

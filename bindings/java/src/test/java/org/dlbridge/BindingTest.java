@@ -38,6 +38,7 @@ public final class BindingTest {
     test("a deleter run on another thread", BindingTest::deleterOnAnotherThread);
     test("bad input: closed, deleted, imported twice", BindingTest::badHandles);
     test("bad input: dtype names, extents, memory, tickets", BindingTest::badArguments);
+    test("bad input: a malformed tensor stays its owner's", BindingTest::malformedImport);
     test("a ticket to a Python process, which writes back", BindingTest::ticketToPython);
     test("a ticket from a Python process, written here", BindingTest::ticketFromPython);
     test("nothing left: live exports, kept ByteBuffers, native tensors", BindingTest::nothingLeft);
@@ -291,6 +292,40 @@ public final class BindingTest {
     try (Buffer plain = Buffer.allocate("int64", 2)) {
       refused("DLB_ERR_NOT_ZERO_COPY", plain::issueTicket);
     }
+  }
+
+  /** The deleter of the malformed tensor below: counts its calls. */
+  interface Deleter extends com.sun.jna.Callback {
+    void invoke(com.sun.jna.Pointer tensor);
+  }
+
+  static int malformedDeletes;
+  static final Deleter COUNT_DELETES = t -> malformedDeletes++;
+
+  static void malformedImport() {
+    // A legacy DLManagedTensor (DLPack's layout: the DLTensor, manager_ctx,
+    // deleter) of one float64 element whose extent is -1.
+    com.sun.jna.Memory data = new com.sun.jna.Memory(8);
+    com.sun.jna.Memory shape = new com.sun.jna.Memory(8);
+    shape.setLong(0, -1);
+    com.sun.jna.Memory m = new com.sun.jna.Memory(64);
+    m.clear();
+    m.setPointer(0, data);
+    m.setInt(8, 1); // kDLCPU
+    m.setInt(16, 1); // ndim
+    m.setByte(20, (byte) 2); // kDLFloat
+    m.setByte(21, (byte) 64);
+    m.setShort(22, (short) 1);
+    m.setPointer(24, shape);
+    m.setPointer(56, com.sun.jna.CallbackReference.getFunctionPointer(COUNT_DELETES));
+    ManagedTensor t = ManagedTensor.adoptLegacy(m);
+    DlbridgeException e = refused("DLB_ERR_MALFORMED", () -> Buffer.importTensor(t));
+    check(e.detail().contains("-1"), e.detail());
+    equal(malformedDeletes, 0, "a refused import runs no deleter");
+    t.close(); // still the caller's
+    equal(malformedDeletes, 1, "close ran it, once");
+    t.close();
+    equal(malformedDeletes, 1, "once");
   }
 
   private static Process python(String code, String... args) throws Exception {
