@@ -72,6 +72,9 @@ nitpick_ignore = [
 dlbridge_unlinked_names = ["DLB_COPY_ISA", "DLB_COPY_THREADS", "DLB_FUZZ_SEED", "DLB_TEST_CUDA_DRIVER",
                            "DLB_TEST_FAKE_CUDA"]
 dlbridge_unlinked_pages = ["changelog"]
+# Pages of other languages, where `dlbridge.X` names that language's API, not
+# Python's: their C names are linked, their dotted names are not.
+dlbridge_foreign_pages = ["go", "java", "javascript"]
 
 # MyST: `#anchor` links to headings up to ###, tables, and the scheme that
 # links into the Rust reference (cargo doc, copied to html/rust/ by

@@ -178,7 +178,8 @@ class LinkNames(SphinxTransform):
             m = C_NAME.match(text)
             domain, reftype = "c", "identifier"
             if not m:
-                m = None if FILE_NAME.search(text) else PY_NAME.match(text)
+                foreign = self.env.docname in self.config.dlbridge_foreign_pages
+                m = None if foreign or FILE_NAME.search(text) else PY_NAME.match(text)
                 domain, reftype = "py", "obj"
             if not m or m.group(1) in ignore:
                 continue
@@ -265,6 +266,7 @@ def setup(app):
     app.connect("autodoc-process-docstring", on_process_docstring)
     app.add_config_value("dlbridge_unlinked_names", [], "env")
     app.add_config_value("dlbridge_unlinked_pages", [], "env")
+    app.add_config_value("dlbridge_foreign_pages", [], "env")
     app.connect("source-read", on_source_read)
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("autodoc-process-signature", on_process_signature)

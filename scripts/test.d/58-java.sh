@@ -2,8 +2,8 @@
 # Stage: the Java binding (bindings/java, JNA): built with javac into
 # <build-dir>/bindings/java, its tests (a plain java main) against the
 # build's libdlbridge, tests/lang's native library and a Python process (the
-# build's package, /usr/bin/python3), then docs/java.md's first example, run
-# as written. A missing JDK or JNA (openjdk-17-jdk-headless, libjna-java:
+# build's package, /usr/bin/python3); the guide's examples run in the docs
+# stage (scripts/doc-examples). A missing JDK or JNA (openjdk-17-jdk-headless, libjna-java:
 # scripts/install-deps) is a skip, which fails under CI=true.
 # timeout: 240
 #
@@ -35,12 +35,4 @@ java -cp "$jna:$out/dlbridge.jar:$out/test-classes" "${props[@]}" -Dnative.libra
   -Ddlbridge.pythonpath="$build/python" -Ddlbridge.python="${DLB_TEST_PYTHON:-/usr/bin/python3}" \
   org.dlbridge.BindingTest
 
-echo "== 58-java: docs/java.md example"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-java.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-awk '!inside && /^```java[[:space:]]*$/ { inside = 1; next } inside && /^```/ { found = 1; exit }
-     inside { print } END { exit found ? 0 : 1 }' docs/java.md > "$tmp/Example.java" \
-  || { echo "58-java: docs/java.md has no \`\`\`java block" >&2; exit 1; }
-java -cp "$jna:$out/dlbridge.jar" "${props[@]}" "$tmp/Example.java" | tee "$tmp/out"
-[ "$(tail -n 1 "$tmp/out")" = ok ] || { echo "58-java: the example did not end with 'ok'" >&2; exit 1; }
 echo "== 58-java: OK"
