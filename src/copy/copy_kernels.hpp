@@ -164,6 +164,10 @@ int transpose_axis(const View& v, std::size_t e) noexcept;
 bool transpose_in_source_order() noexcept;
 // The level copies use now (testing::set_copy_isa changes it).
 int current_isa() noexcept;
+// The byte-order kernel (copy_swap.cpp): reverses the bytes of each
+// `unit`-byte word (2, 4 or 8) of the n bytes at p (n a multiple of unit),
+// in place, at ISA level isa.
+void swap_bytes(byte* p, std::size_t n, std::size_t unit, int isa) noexcept;
 
 }  // namespace copy_detail
 }  // namespace dlb
