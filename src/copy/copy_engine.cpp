@@ -37,11 +37,11 @@
 //     that keeps a running source offset; the destination only advances.
 //
 // A copy from memory in the other byte order (swap_unit > 1) is planned
-// as any other, with two differences: it writes through the cache (no
-// streaming stores), and from kParallelCopyBytes on it is split into parts
-// of destination rows even on one thread; each part's destination bytes
-// are swapped (copy_swap.cpp) right after the part is copied, while they
-// are still in the cache.
+// as any other; its kernels reverse the bytes of each scalar on the way
+// (copy_swap.cpp): compact runs as they load and store, transposes in the
+// L1-resident scratch of each tile before its lines are written, gathered
+// rows right after each row is written (such rows are never streamed, so
+// that the row is still in the cache).
 //
 // Files: this one plans (steps 1, 2 and the streaming decision);
 // copy_dispatch.cpp chooses the kernel and the instruction-set level
@@ -148,7 +148,7 @@ struct SplitCopy {
   int axis;
   Streaming nt;
   int isa;
-  std::size_t swap_unit;  // > 1: each part's destination rows byte-swapped (axis 0 only)
+  std::size_t swap_unit;
 };
 
 void run_split_part(void* ctx, int part) {
@@ -160,9 +160,7 @@ void run_split_part(void* ctx, int part) {
   View sub = *c.v;
   sub.shape[c.axis] = b - a;
   copy_view_pitched(c.src + a * c.v->stride[c.axis], sub, c.dst_pitch, c.dst + a * c.dst_pitch[c.axis], c.e, c.nt,
-                    c.isa);
-  if (c.swap_unit > 1)  // the part's rows: one range of the destination, still in the cache
-    swap_bytes(c.dst + a * c.dst_pitch[0], static_cast<std::size_t>((b - a) * c.dst_pitch[0]), c.swap_unit, c.isa);
+                    c.isa, c.swap_unit);
 }
 
 // How a streamed transpose is split along its innermost dimension (the
@@ -232,13 +230,12 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   const int isa = current_isa();
   // Streaming stores are SSE2 instructions: none at the scalar level.
   const auto streams_from = [&](std::size_t bytes) {
-    return !swap && isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : bytes);
+    return isa >= kCopyIsaSse2 && total >= (streaming != 0 ? streaming : bytes);
   };
   const Streaming nt{streams_from(kTileStreamingBytes), streams_from(kRowStreamingBytes),
                      streams_from(kCompactStreamingBytes) && compact_streaming()};
-  const bool large = total >= (parallel != 0 ? parallel : kParallelCopyBytes);
-  const int threads = large ? copy_threads() : 1;
-  if (threads > 1 || (swap && large)) {
+  const int threads = total >= (parallel != 0 ? parallel : kParallelCopyBytes) ? copy_threads() : 1;
+  if (threads > 1) {
     std::ptrdiff_t dst_pitch[kMaxDims];
     compact_pitches(v, elem_size, dst_pitch);
     SplitCopy c{src, &v, dst_pitch, dst, elem_size, 0, 0, nt, isa, swap_unit};
@@ -261,8 +258,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
       return;
     }
   }
-  copy_view_any_width(src, v, dst, elem_size, nt, isa);
-  if (swap) swap_bytes(dst, total, swap_unit, isa);
+  copy_view_any_width(src, v, dst, elem_size, nt, isa, swap_unit);
 }
 
 namespace testing {

@@ -19,10 +19,8 @@ namespace dlb {
 //  - swap_unit: 0 (or 1) copies the bytes as they are; 2, 4 or 8 reverses
 //    the bytes of every swap_unit-byte word of the destination (elem_size
 //    is a multiple of it): the source holds its scalars in the other byte
-//    order, and the destination gets them in the machine's. The swap runs
-//    inside the copy, on each part of the destination while it is in the
-//    cache (copy_swap.cpp), so such a copy is never written with streaming
-//    stores.
+//    order, and the destination gets them in the machine's. The kernels
+//    swap as they copy (copy_swap.cpp).
 // The caller has validated the view (no overflow of the byte extent).
 // Large copies are split among the copy threads (copy_pool.hpp). Never
 // throws, never allocates more than a fixed stack scratch.
