@@ -118,6 +118,7 @@ static void describe_exception(PyObject* value, char* out, size_t size) {
   const char* error = name != NULL ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
   if (PyErr_Occurred()) PyErr_Clear();
   snprintf(out, size, "%.80s: %.300s", error != NULL ? error : "an error", message != NULL ? message : "");
+  for (size_t n = strlen(out); n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '); --n) out[n - 1] = '\0';
   Py_XDECREF(text);
   Py_XDECREF(name);
 }
