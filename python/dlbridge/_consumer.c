@@ -28,6 +28,13 @@
  * copy=False forbids it, are the library's export planner's
  * (dlb_buffer_resolve), the same rule that decides a dlbridge.Tensor's own
  * exports.
+ *
+ * Before a producer's export, the state it cannot carry (torch's
+ * conjugate and negative bits, _cure.c) is asked of types that have the
+ * queries. What any path got is handed over by dlbpy_deliver, the one
+ * place that answers "is this what the consumer asked for?" (a copy under
+ * copy=True, the device asked for). A failure of the library on what the
+ * producer gave is raised as dlbridge.RefusalError (dlbpy_as_refusal).
  */
 #include "_glue.h"
 
@@ -529,7 +536,8 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
 
 const char dlbpy_from_dlpack_doc[] =
     "from_dlpack(obj, /, *, device=None, copy=None, stream=None)\n--\n\n"
-    "A Tensor over what any DLPack producer (numpy, torch, JAX, dlbridge, ...) exports.\n\n"
+    "A Tensor over what any DLPack producer (numpy, torch, JAX, dlbridge, ...) exports:\n"
+    "the producer's values, or an exception.\n\n"
     "A producer type publishing the DLPack C exchange table (__dlpack_c_exchange_api__)\n"
     "is read through it. Otherwise __dlpack__ is asked for a versioned capsule\n"
     "(max_version=(1, 3), with dl_device and copy when given), or without keywords\n"
@@ -538,23 +546,31 @@ const char dlbpy_from_dlpack_doc[] =
     "(the keywords refused with TypeError, the call without them taken), and\n"
     "remembered for the type; a TypeError of the 1.x call always earns one call\n"
     "without the 1.x keywords. Also takes a DLPack capsule itself. An object without\n"
-    "__dlpack__ raises AttributeError (dlbridge.Error DLB_ERR_UNSUPPORTED_DTYPE for an\n"
+    "__dlpack__ raises AttributeError (RefusalError DLB_ERR_UNSUPPORTED_DTYPE for an\n"
     "array whose dtype DLPack cannot describe, as a JAX PRNG key array).\n"
     "device: the (device_type, device_id) the result must be on; copy: True\n"
-    "always copies, False never copies (BufferError when a copy would be\n"
+    "always gives a copy (a producer's answer that is not one, such as a legacy\n"
+    "capsule, is copied here; a producer refusing copy=True is asked without it),\n"
+    "False never copies (RefusalError, a BufferError, when a copy would be\n"
     "needed), None copies only when needed.\n\n"
+    "State DLPack cannot carry (torch's conjugate and negative bits, asked through\n"
+    "is_conj() and is_neg()) is resolved by the producer's resolve_conj() /\n"
+    "resolve_neg(), imported as a copy; with copy=False it is refused naming the bit.\n\n"
     "A producer whose __dlpack__ refuses, with any exception (JAX's JaxRuntimeError for\n"
     "a string or int4 array, BufferError for an array sharded over several devices,\n"
     "TensorFlow's InvalidArgumentError, pyarrow's ArrowTypeError), is, unless\n"
     "copy=False, asked for host memory instead: __dlpack__(dl_device=(1, 0),\n"
     "copy=True), then the buffer protocol, then __array__(), then __array_interface__;\n"
-    "the result is a host copy whose .copied is True. With copy=False that refusal\n"
-    "raises BufferError (DLB_ERR_NOT_ZERO_COPY) naming it; when no copy can be made,\n"
-    "dlbridge.Error (DLB_ERR_UNSUPPORTED_DTYPE for a dtype DLPack cannot describe)\n"
-    "says why, keeping the producer's exception class and words and chaining its\n"
-    "exception. A producer whose is_deleted() says the array was deleted or donated\n"
-    "raises dlbridge.Error (DLB_ERR_DELETED). MemoryError, RecursionError,\n"
-    "KeyboardInterrupt and SystemExit pass through unchanged.\n\n"
+    "the result is a host copy whose .copied is True, in the machine's byte order\n"
+    "whatever order the producer's memory is in. Every refusal raises\n"
+    "dlbridge.RefusalError, a BufferError and a dlbridge.Error: with copy=False\n"
+    "DLB_ERR_NOT_ZERO_COPY naming the producer's refusal; when no copy can be made,\n"
+    "why (DLB_ERR_UNSUPPORTED_DTYPE for a dtype DLPack cannot describe or dlbridge\n"
+    "cannot establish, DLB_ERR_MALFORMED for a producer that contradicts itself),\n"
+    "keeping the producer's exception class and words and chaining its exception.\n"
+    "A producer whose is_deleted() says the array was deleted or donated raises\n"
+    "RefusalError DLB_ERR_DELETED. MemoryError, RecursionError, KeyboardInterrupt\n"
+    "and SystemExit pass through unchanged.\n\n"
     "stream (an extension of the standard's from_dlpack): the consumer's CUDA\n"
     "stream, passed to the producer's __dlpack__; -1, 1, 2 or a stream handle.\n"
     "ValueError for 0, or for any stream when the producer's memory or the\n"
