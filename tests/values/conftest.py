@@ -23,6 +23,7 @@ def no_leaked_exports():
     if dlbridge.live_exports() != start:
         gc.collect()  # only when reference counting alone did not free everything
     assert dlbridge.live_exports() == start, "exports leaked by the test"
+    assert oracle.HandMade.live == 0, "a hand-made tensor's deleter did not run (%d)" % oracle.HandMade.live
 
 
 def _summary():

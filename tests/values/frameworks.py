@@ -161,10 +161,12 @@ except ImportError:  # the peer environment pins no hypothesis: a seeded generat
     hypothesis = None
 
 
-def property_test(fw, examples):
+def property_test(fw, examples, draw=None):
     """A test over `examples` random cases of fw: hypothesis's (fixed seed,
     no database) where it is installed, else a seeded generator's."""
     import pytest
+
+    draw = draw or (lambda d: draw_case(d, fw))
 
     def decorate(body):
         if hypothesis is not None:
@@ -174,11 +176,11 @@ def property_test(fw, examples):
                       suppress_health_check=list(HealthCheck))
             @given(st.data())
             def test(data):
-                body(draw_case(HypothesisDraw(data), fw))
+                body(draw(HypothesisDraw(data)))
         else:
             @pytest.mark.parametrize("example", range(examples))
             def test(example):
-                body(draw_case(SeededDraw(_seed(fw.name, example)), fw))
+                body(draw(SeededDraw(_seed(fw.name, example))))
         test.__name__ = body.__name__
         return test
 
@@ -824,8 +826,73 @@ class TvmFfiFW(Framework):
         return tvm_ffi.from_dlpack(producer)
 
 
+HAND_LAYOUTS = [
+    ("C", (4, 6), {}),
+    ("null strides", (4, 6), {"strides": None}),
+    ("F", (4, 6), {"strides": "F"}),
+    ("reversed", (4, 6), {"strides": (-6, -1)}),
+    ("transposed reversed", (4, 6), {"strides": (-1, 4)}),
+    ("broadcast", (3, 6), {"strides": (0, 1)}),
+    ("byte_offset 3", (4, 6), {"byte_offset": 3}),
+    ("0-d, NULL shape", (), {"null_shape": True}),
+    ("0-d", (), {}),
+    ("zero-size", (0, 4), {}),
+    ("read-only", (4, 6), {"readonly": True}),
+    ("legacy", (4, 6), {"legacy": True}),
+    ("legacy, null strides", (4, 6), {"legacy": True, "strides": None}),
+]
+
+
+class HandMadeFW(Framework):
+    """oracle.HandMade: a producer written with ctypes, for what no framework
+    makes: every DLPack dtype code, sub-byte elements packed and padded,
+    byte_offset, NULL strides and shapes."""
+
+    name, module = "ctypes", "ctypes"
+
+    def dtypes(self):
+        return list(oracle.ALL_DTYPES)
+
+    def build(self, case):
+        params = dict(case.ops[0][1])
+        values = Values.of_array(source(case.dtype, case.shape, case.seed), case.dtype)
+        return oracle.HandMade(values, **params)
+
+    def own(self, x):
+        return x.values
+
+    def span(self, x):
+        return oracle.span_raw(x.data + x.byte_offset, x.shape, x.strides, BITS[x.values.dtype], x.padded)
+
+
+def hand_cases():
+    """Every dtype with every hand-made layout; sub-byte ones packed and padded."""
+    cases = []
+    for dtype in oracle.ALL_DTYPES:
+        for padded in ([False, True] if BITS[dtype] < 8 else [False]):
+            for layout, shape, params in HAND_LAYOUTS:
+                if padded and params.get("legacy"):
+                    continue
+                params = dict(params, padded=padded)
+                cases.append(Case("ctypes", dtype, layout + (" padded" if padded else ""), shape,
+                                  [("hand", params)], _seed("ctypes", dtype, layout, padded)))
+    return cases
+
+
+def draw_hand_case(d):
+    dtype = d.sampled_from(oracle.ALL_DTYPES)
+    ndim = d.integers(0, 3)
+    shape = tuple(d.integers(0, 4) for _ in range(ndim))
+    params = {"strides": tuple(d.integers(-7, 7) for _ in range(ndim)) if d.integers(0, 2) else
+              d.sampled_from(["C", "F", None]),
+              "byte_offset": d.integers(0, 9), "padded": BITS[dtype] < 8 and bool(d.integers(0, 1)),
+              "readonly": bool(d.integers(0, 1))}
+    params["legacy"] = not params["padded"] and not params["readonly"] and bool(d.integers(0, 1))
+    return Case("ctypes", dtype, "%s %s" % (shape, params), shape, [("hand", params)], d.integers(0, 2 ** 31))
+
+
 ALL = {fw.name: fw for fw in (NumpyFW(), DlbridgeFW(), TorchFW(), JaxFW(), TensorflowFW(), PaddleFW(),
-                              PyarrowFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW())}
+                              PyarrowFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW(), HandMadeFW())}
 PEERS = ["jax", "tensorflow", "paddle", "pyarrow", "mlx", "onnxruntime", "tvm_ffi"]
 
 
@@ -857,8 +924,16 @@ def require(name):
 
 
 def consumers_here():
-    """The frameworks loaded in this process that consume DLPack."""
-    return [fw for fw in ALL.values() if fw.consumes and fw.module in sys.modules and fw.name != "dlbridge"]
+    """The consumers of DLPack that can be loaded into this process beside
+    the others (not TensorFlow or Paddle: their own files test them)."""
+    out = []
+    for name in ("numpy", "torch", "jax", "mlx", "onnxruntime", "tvm_ffi"):
+        try:
+            ALL[name].load()
+        except ImportError:
+            continue
+        out.append(ALL[name])
+    return out
 
 
 # ------------------------------------------------------------------ the check of one case
