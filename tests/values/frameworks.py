@@ -805,15 +805,15 @@ class TvmFfiFW(Framework):
 
     def own(self, x):
         address, shape, strides, dtype = self._fields(x)
-        if dtype not in BITS:
-            raise NotApplicable("tvm_ffi names no dtype %s" % dtype)
         return oracle.read_raw(address, shape, strides, dtype)
 
     def _fields(self, x):
         try:
             dtype = str(x.dtype)
-        except ValueError as e:  # "DLDataType contains unknown type_code=5": it has no complex
-            raise NotApplicable("tvm_ffi cannot name the dtype: %s" % e)
+        except ValueError:  # "DLDataType contains unknown type_code=5": it names no complex
+            cap = x._to_dlpack_versioned()  # its own description of itself, read in place
+            dtype = oracle.dltensor_dtype(oracle.capsule_tensor(cap)[0])
+            del cap
         return x.data_ptr(), tuple(x.shape), tuple(x.strides), dtype
 
     def span(self, x):
@@ -824,6 +824,39 @@ class TvmFfiFW(Framework):
         import tvm_ffi
 
         return tvm_ffi.from_dlpack(producer)
+
+
+class ArrayApiStrictFW(Framework):
+    """array_api_strict (the interop matrix's): a numpy array inside."""
+
+    name, module = "array_api_strict", "array_api_strict"
+    DTYPES = ["bool"] + oracle.INTEGERS + ["float32", "float64", "complex64", "complex128"]
+
+    def make(self, arr, dtype):
+        import array_api_strict as xp
+
+        return xp.asarray(arr)
+
+    def transpose(self, x, perm):
+        import array_api_strict as xp
+
+        return xp.permute_dims(x, perm)
+
+    def broadcast(self, x, shape):
+        import array_api_strict as xp
+
+        return xp.broadcast_to(x, shape)
+
+    def own(self, x):
+        return Values.of_array(np.array(x._array, copy=True))
+
+    def span(self, x):
+        return oracle.numpy_span(x._array)
+
+    def consume(self, producer):
+        import array_api_strict as xp
+
+        return xp.from_dlpack(producer)
 
 
 HAND_LAYOUTS = [
@@ -892,7 +925,8 @@ def draw_hand_case(d):
 
 
 ALL = {fw.name: fw for fw in (NumpyFW(), DlbridgeFW(), TorchFW(), JaxFW(), TensorflowFW(), PaddleFW(),
-                              PyarrowFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW(), HandMadeFW())}
+                              PyarrowFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW(), HandMadeFW(),
+                              ArrayApiStrictFW())}
 PEERS = ["jax", "tensorflow", "paddle", "pyarrow", "mlx", "onnxruntime", "tvm_ffi"]
 
 
