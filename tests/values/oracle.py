@@ -823,7 +823,9 @@ def routes_into_dlbridge(ck, x, expected, source, fault=None):
         if t is not None:
             out.append((route, t))
 
-    run("from_dlpack", lambda: dlbridge.from_dlpack(x))
+    # a producer with a DLPack C exchange table (torch 2) is taken through it
+    table = isinstance(getattr(type(x), "__dlpack_c_exchange_api__", None), type(dlbridge.Tensor.__dlpack_c_exchange_api__))
+    run("from_dlpack" + (" (exchange table in)" if table else ""), lambda: dlbridge.from_dlpack(x))
     # what dlbridge takes in, it can copy
     run("from_dlpack(copy=True)", lambda: dlbridge.from_dlpack(x, copy=True), copy=True, must_work=bool(out))
     run("from_dlpack(copy=False)", lambda: dlbridge.from_dlpack(x, copy=False), copy=False)
@@ -874,7 +876,7 @@ def routes_from_tensor(ck, t, via):
     producer's before)."""
     expected = read_tensor(t)
     source = span_tensor(t)
-    tag = "" if via == "from_dlpack" else " <- %s" % via
+    tag = "" if via.startswith("from_dlpack (") or via == "from_dlpack" else " <- %s" % via
     # dlbridge copies no strided view of packed sub-byte elements
     copyable = not (BITS[t.dtype] < 8 and not is_padded(t) and not _compact(t.shape, t.strides))
     for name, fn in CHAIN:
