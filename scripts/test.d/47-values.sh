@@ -16,6 +16,7 @@
 # processes of their own. The package is the build directory's working copy
 # (<build>/python), or the installed one when the build has none.
 # The last line counts the route x case checks and their outcomes.
+# DLBRIDGE_VALUES_LOGS=DIR keeps the runs' logs and counts.
 #
 #   bash scripts/test.d/47-values.sh <build-dir>
 # timeout: 600
@@ -38,8 +39,13 @@ set -e
 [ "$rc" -eq 0 ] || { echo "47-values: FAILED: no peer environment (scripts/peers-env exit $rc), although python/requirements/peers.txt pins its frameworks" >&2; exit 1; }
 peers=$env_dir/bin/python
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-values.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+if [ -n "${DLBRIDGE_VALUES_LOGS:-}" ]; then
+  tmp=$DLBRIDGE_VALUES_LOGS
+  mkdir -p "$tmp"
+else
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-values.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+fi
 export PYTHONDONTWRITEBYTECODE=1 TF_CPP_MIN_LOG_LEVEL=3 JAX_PLATFORMS=cpu OMP_NUM_THREADS=1
 
 # run NAME PYTHON REQUIRED PYTEST-ARGS...: one pytest process, in the background

@@ -433,7 +433,10 @@ class TorchFW(Framework):
     def make(self, arr, dtype):
         import torch
 
-        t = torch.from_numpy(np.ascontiguousarray(arr))
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.kind == "u" and arr.itemsize > 1:
+            arr = arr.view("i%d" % arr.itemsize)  # torch 1.13 takes no numpy uint16 and wider
+        t = torch.from_numpy(arr)
         return t if t.dtype == getattr(torch, dtype) else t.view(getattr(torch, dtype))
 
     def op(self, x, op):
@@ -982,6 +985,13 @@ def check_case(fw, case, consumers=None):
         expected = fw.own(x)
     except NotApplicable:
         oracle.TALLY.add("make", "n/a")
+        return
+    except Exception as e:  # noqa: BLE001  the framework cannot make the case (torch 1.13 has no
+        # negative bfloat16 view, Paddle no float8 expand): nothing to hand over
+        if fw.name in ("numpy", "dlbridge", "ctypes"):
+            raise  # the oracle's own making: a bug here
+        oracle.TALLY.add("make", "n/a")
+        oracle.TALLY.errors[("make", "%s: %s" % (type(e).__name__, " ".join(str(e).split())[:100]))] += 1
         return
     source = fw.span(x)
     oracle.check_producer(ck, x, expected, source, consumers or (), fault=fw.producer_fault)

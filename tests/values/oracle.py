@@ -376,13 +376,12 @@ class TableView:
     def __init__(self, t):
         _cap, _table, _from_py, view = _exchange_table()
         out = _decls().DLTensor()
-        shape = None
         if view(t, ctypes.addressof(out)) != 0:
             raise RuntimeError("dltensor_from_py_object_no_sync failed")
-        del shape
-        padded = is_padded(t)
-        self.values = read_dltensor(out, 4 if padded else 0)
-        self.span = span_dltensor(out, 4 if padded else 0)
+        # a borrowed DLTensor has no flags: its elements read as DLPack says
+        # (sub-byte ones packed), as any C consumer reads them
+        self.values = read_dltensor(out)
+        self.span = span_dltensor(out)
 
 
 # ------------------------------------------------------------------ a producer written with ctypes
@@ -425,8 +424,8 @@ class HandMade:
         item = max(1, bits // 8) if unit == 8 else 0
         count = int(np.prod(self.shape)) if ndim else 1
         offs = [sum(i * s for i, s in zip(idx, st)) for idx in np.ndindex(*self.shape)] if count else []
-        lo = min([0] + offs) * unit // 8 - 1
-        hi = (max([0] + offs) * unit) // 8 + max(item, 2) + 1
+        first = [o * item if unit == 8 else (o * bits) // 8 for o in [0] + offs]  # each element's first byte
+        lo, hi = min(first) - 1, max(first) + max(item, 2) + 1
         # element 0 sits byte_offset + -lo bytes past a 64-byte aligned data pointer
         self.memory = np.zeros(hi - lo + byte_offset + 128, np.uint8)
         self.data = (self.memory.ctypes.data + 63) // 64 * 64
@@ -826,8 +825,9 @@ def routes_into_dlbridge(ck, x, expected, source, fault=None):
     # a producer with a DLPack C exchange table (torch 2) is taken through it
     table = isinstance(getattr(type(x), "__dlpack_c_exchange_api__", None), type(dlbridge.Tensor.__dlpack_c_exchange_api__))
     run("from_dlpack" + (" (exchange table in)" if table else ""), lambda: dlbridge.from_dlpack(x))
-    # what dlbridge takes in, it can copy
-    run("from_dlpack(copy=True)", lambda: dlbridge.from_dlpack(x, copy=True), copy=True, must_work=bool(out))
+    # what dlbridge takes in, it can copy (but a strided view of packed sub-byte elements)
+    run("from_dlpack(copy=True)", lambda: dlbridge.from_dlpack(x, copy=True), copy=True,
+        must_work=bool(out) and copyable(out[0][1]))
     run("from_dlpack(copy=False)", lambda: dlbridge.from_dlpack(x, copy=False), copy=False)
     if hasattr(x, "__dlpack__"):
         run("legacy capsule", lambda: dlbridge.from_dlpack(Legacy(x)))
@@ -860,6 +860,12 @@ CHAIN = [
 ]
 
 
+def copyable(t):
+    """Whether dlbridge can copy a tensor: all but a strided view of packed
+    sub-byte elements (refused with DLB_ERR_UNSUPPORTED_LAYOUT)."""
+    return not (BITS[t.dtype] < 8 and not is_padded(t) and not _compact(t.shape, t.strides))
+
+
 def _compact(shape, strides):
     step = 1
     for n, s in zip(reversed(shape), reversed(strides)):
@@ -877,11 +883,9 @@ def routes_from_tensor(ck, t, via):
     expected = read_tensor(t)
     source = span_tensor(t)
     tag = "" if via.startswith("from_dlpack (") or via == "from_dlpack" else " <- %s" % via
-    # dlbridge copies no strided view of packed sub-byte elements
-    copyable = not (BITS[t.dtype] < 8 and not is_padded(t) and not _compact(t.shape, t.strides))
     for name, fn in CHAIN:
-        ck.run(name + tag, lambda: fn(t), expected, source,
-               copy=True if name.endswith("copy=True)") else None, must_work=copyable or name == "from_dlpack(tensor)")
+        ck.run(name + tag, lambda: fn(t), expected, source, copy=True if name.endswith("copy=True)") else None,
+               must_work=copyable(t) or name == "from_dlpack(tensor)")
     ck.run("exchange table out (C)" + tag, lambda: TableExport(t), expected, source,
            read=lambda e: e.values, span=lambda e: e.span, must_work=True)
     # a borrowed DLTensor cannot say read-only: refused for read-only tensors
