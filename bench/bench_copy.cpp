@@ -18,6 +18,12 @@
 //   BM_ToHost*       dlb_buffer_to_host of a wrapped view (allocate + copy)
 //                    against malloc + memcpy + free of the same bytes
 //
+// BM_Swapped times a copy from memory in the other byte order
+// (dlb_copy_to_contiguous_flags with DLB_COPY_FLAG_SWAP_BYTES) beside the
+// plain copy of the same view, turn about; vs_plain is the median plain
+// time / the median swapping time (1.0: the swap costs nothing). Arguments:
+// k (a k x k float64 matrix), 0 compact or 1 transposed, threads.
+//
 // Run: build/bench/bench/bench_copy [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <dlbridge/dlbridge.h>
@@ -268,6 +274,39 @@ void BM_ToHostTransposed(benchmark::State& state) {
   to_host(state, make_view(src.data, 0, 2, shape, strides, 8), n, src.data);
 }
 
+// A k x k float64 matrix, compact or transposed, copied byte-swapped
+// beside the plain copy of the same view.
+void BM_Swapped(benchmark::State& state) {
+  const std::int64_t k = state.range(0);
+  const bool transposed = state.range(1) != 0;
+  const auto n = static_cast<std::size_t>(k * k * 8);
+  Buffer src(n), dst(n);
+  std::int64_t shape[2] = {k, k};
+  std::int64_t strides[2] = {transposed ? 1 : k, transposed ? k : 1};
+  const DLTensor v = make_view(src.data, 0, 2, shape, strides, 8);
+  dlb_set_copy_threads(static_cast<int>(state.range(2)));
+  std::vector<double> plain_s, swap_s;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    dlb_status st = dlb_copy_to_contiguous(&v, dst.data, dst.size);
+    benchmark::ClobberMemory();
+    plain_s.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    if (st == DLB_OK) st = dlb_copy_to_contiguous_flags(&v, dst.data, dst.size, DLB_COPY_FLAG_SWAP_BYTES);
+    benchmark::ClobberMemory();
+    const double s = seconds_since(t0);
+    if (st != DLB_OK) {
+      state.SkipWithError(dlb_last_error_message());
+      break;
+    }
+    swap_s.push_back(s);
+    state.SetIterationTime(s);
+  }
+  dlb_set_copy_threads(1);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+  state.counters["vs_plain"] = median(plain_s) / median(swap_s);
+}
+
 void thread_args(benchmark::internal::Benchmark* b, std::vector<std::int64_t> sizes) {
   for (const auto s : sizes) {
     b->Args({s, 1});
@@ -295,5 +334,11 @@ BENCHMARK(BM_ReversedWidth)->UseManualTime()->Apply([](auto* b) {
 BENCHMARK(BM_AllocZeroed)->UseManualTime()->Arg(1 << 20)->Arg(1 << 27);
 BENCHMARK(BM_ToHostContiguous)->UseManualTime()->Apply([](auto* b) { thread_args(b, {1024, 4096}); });
 BENCHMARK(BM_ToHostTransposed)->UseManualTime()->Apply([](auto* b) { thread_args(b, {1024, 4096}); });
+
+BENCHMARK(BM_Swapped)->UseManualTime()->Apply([](auto* b) {
+  for (const int transposed : {0, 1}) {
+    for (const int threads : {1, 0}) b->Args({4096, transposed, threads});
+  }
+});
 
 BENCHMARK_MAIN();

@@ -59,6 +59,41 @@ DLB_API dlb_status dlb_validate(const DLTensor* t, uint32_t flags);
  *         DLB_ERR_UNSUPPORTED_LAYOUT (strided sub-byte view).
  */
 DLB_API dlb_status dlb_copy_to_contiguous(const DLTensor* src, void* dst, uint64_t dst_size);
+
+/**
+ * Copy flag of dlb_copy_to_contiguous_flags(): the source holds its scalars
+ * in the byte order opposite to the machine's (a big-endian array on a
+ * little-endian machine). The destination receives them in the machine's
+ * order: each lane's bytes, and each half of a complex number, reversed on
+ * the way. One-byte and sub-byte scalars have no byte order and are copied
+ * as they are.
+ */
+#define DLB_COPY_FLAG_SWAP_BYTES (1u << 0)
+/**
+ * Copy flag of dlb_copy_to_contiguous_flags(): the source's elements of
+ * fewer than 8 bits are padded to a byte each (DLB_BUFFER_SUBBYTE_PADDED,
+ * DLPack's IS_SUBBYTE_TYPE_PADDED), so the view may be strided and `dst`
+ * receives one byte per element. Ignored for dtypes of 8 bits or more.
+ */
+#define DLB_COPY_FLAG_SUBBYTE_PADDED (1u << 1)
+
+/**
+ * dlb_copy_to_contiguous() with flags saying how the source's bytes are to
+ * be read: DLB_COPY_FLAG_SWAP_BYTES, DLB_COPY_FLAG_SUBBYTE_PADDED. A
+ * byte-swapping copy costs about as much as a plain one (the swap runs on
+ * each part of the destination while it is in the cache).
+ * @param src a valid tensor on a host device; read only.
+ * @param dst caller-owned, `dst_size` bytes, at least the tensor's compact
+ *        byte size (one byte per element when padded); may be NULL only
+ *        when that size is 0. Written on success only in full; on failure
+ *        its contents are unspecified.
+ * @param dst_size size of `dst` in bytes.
+ * @param flags 0 or DLB_COPY_FLAG_* bits.
+ * @return the statuses of dlb_copy_to_contiguous(), and
+ *         DLB_ERR_INVALID_ARGUMENT for unknown flag bits. Owns nothing.
+ *         Thread-safe.
+ */
+DLB_API dlb_status dlb_copy_to_contiguous_flags(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags);
 /** @} */
 
 /* ------------------------------------------------------------------------ */
@@ -232,6 +267,23 @@ typedef struct dlb_layout_info {
  *         DLB_ERR_UNSUPPORTED_DEVICE; DLB_ERR_OVERFLOW. Thread-safe.
  */
 DLB_API dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out);
+
+/**
+ * dlb_layout_describe() for a layout as a buffer with the given buffer
+ * flags holds it: with DLB_BUFFER_SUBBYTE_PADDED, elements of fewer than 8
+ * bits take a byte each, and every figure is that byte size rule's
+ * (element_bits 8, nbytes the element count, byte-addressable strides): the
+ * one rule by which the library allocates, copies, pickles and shares
+ * padded tensors.
+ * @param layout read during the call only.
+ * @param flags 0 or DLB_BUFFER_SUBBYTE_PADDED.
+ * @param out caller storage with `struct_size` set; filled on success
+ *        only; owns nothing.
+ * @return the statuses of dlb_layout_describe(); DLB_ERR_INVALID_ARGUMENT
+ *         for other flag bits, or DLB_BUFFER_SUBBYTE_PADDED with a dtype
+ *         of 8 bits or more. Thread-safe.
+ */
+DLB_API dlb_status dlb_layout_describe_flags(const DLTensor* layout, uint64_t flags, dlb_layout_info* out);
 /** @} */
 
 /* ------------------------------------------------------------------------ */

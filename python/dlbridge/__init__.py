@@ -14,11 +14,14 @@ touches Python objects (capsules, the buffer protocol, the protocol's
 argument rules, releases that take the GIL).
 
 Errors: failures of an export (``__dlpack__``) raise ``BufferError`` with the
-library's status name and message, as the protocol asks; invalid protocol
-arguments raise ``TypeError`` / ``ValueError``; an object without
-``__dlpack__`` given to :func:`from_dlpack` raises ``AttributeError``; every
-other failure of the library raises :class:`dlbridge.Error`, which carries
-``status`` and ``status_name``.
+library's status name and message, as the protocol asks; a refusal of
+:func:`from_dlpack` (the producer's, or dlbridge's of what it was given)
+raises :class:`dlbridge.RefusalError`, which is both a ``BufferError`` and a
+:class:`dlbridge.Error`; invalid protocol arguments raise ``TypeError`` /
+``ValueError``; an object without ``__dlpack__`` given to
+:func:`from_dlpack` raises ``AttributeError``; every other failure of the
+library raises :class:`dlbridge.Error`, which carries ``status`` and
+``status_name``.
 """
 
 from typing import Any, Iterable, NamedTuple, Tuple, Union
@@ -28,6 +31,7 @@ from . import _glue
 __all__ = [
     "DeviceInfo",
     "Error",
+    "RefusalError",
     "Tensor",
     "device_info",
     "empty",
@@ -61,11 +65,24 @@ class Error(Exception):
         super().__init__("%s: %s" % (self.status_name, message))
 
 
+class RefusalError(Error, BufferError):
+    """:func:`from_dlpack` was refused: the producer refused and no host copy
+    could answer it, or dlbridge refused what it was given (a dtype it
+    cannot establish, producer state DLPack cannot carry under
+    ``copy=False``, a producer contradicting itself).
+
+    A ``BufferError``, as the array API standard has consumers raise, and a
+    :class:`dlbridge.Error` with its ``status_name``; the producer's own
+    exception, where there is one, is ``__cause__`` and its words are in
+    the message.
+    """
+
+
 # dlbridge.Tensor is the extension's own type (python/dlbridge/_tensor.c):
 # its properties, __repr__ and __len__ are in C, and its instances are not
 # tracked by the garbage collector, which keeps an exchange cheap.
 Tensor = _glue.Tensor
-_glue.register(Error)
+_glue.register(Error, RefusalError)
 
 
 def _dtype_name(dtype: Any) -> str:

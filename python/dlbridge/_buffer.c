@@ -29,17 +29,25 @@
 
 /* A struct-module format and item size as a DLPack dtype. The format names
  * the kind; the item size gives the bits (so '@' native sizes and '=' / '<'
- * standard sizes agree); the library says which pairs DLPack allows. */
-static int format_to_dtype(const char* format, Py_ssize_t itemsize, DLDataType* out) {
+ * standard sizes agree); the library says which pairs DLPack allows.
+ * Big-endian formats ('>', '!'; this machine is little-endian) are refused
+ * when `swapped` is NULL (a zero-copy view would show other values), else
+ * accepted with *swapped set: a copy converts them. */
+static int format_to_dtype(const char* format, Py_ssize_t itemsize, DLDataType* out, int* swapped) {
   const char* given = format != NULL ? format : "B";
   const char* f = given;
   char text[160];
+  if (swapped != NULL) *swapped = 0;
   if (*f == '@' || *f == '=' || *f == '<') ++f;
   if (*f == '>' || *f == '!') {
-    snprintf(text, sizeof text, "buffer format '%.40s' is big-endian; DLPack data is native-endian",
-             given);
-    dlbpy_raise_error(DLB_ERR_UNSUPPORTED_DTYPE, text);
-    return -1;
+    if (swapped == NULL) {
+      snprintf(text, sizeof text, "buffer format '%.40s' is big-endian; DLPack data is native-endian",
+               given);
+      dlbpy_raise_error(DLB_ERR_UNSUPPORTED_DTYPE, text);
+      return -1;
+    }
+    *swapped = 1;
+    ++f;
   }
   int complex = 0;
   if (f[0] == 'Z' && f[1] != '\0' && f[2] == '\0') {
@@ -93,7 +101,7 @@ static void release_view(void* ctx) {
   free(view);
 }
 
-int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out) {
+static int buffer_of(PyObject* obj, dlb_buffer** out, int* swapped) {
   Py_buffer* view = (Py_buffer*)calloc(1, sizeof *view);
   if (view == NULL) {
     PyErr_NoMemory();
@@ -140,7 +148,7 @@ int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out) {
     dlbpy_raise_error(s, text);
     return -1;
   }
-  if (format_to_dtype(view->format, view->itemsize, &dtype) != 0) {
+  if (format_to_dtype(view->format, view->itemsize, &dtype, swapped) != 0) {
     PyBuffer_Release(view);
     free(view);
     return -1;
@@ -182,6 +190,10 @@ int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out) {
   return 0;
 }
 
+
+int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out) { return buffer_of(obj, out, NULL); }
+
+int dlbpy_buffer_of_any_order(PyObject* obj, dlb_buffer** out, int* swapped) { return buffer_of(obj, out, swapped); }
 
 const char dlbpy_from_buffer_doc[] =
     "from_buffer(obj, /)\n--\n\n"

@@ -106,7 +106,7 @@ static dlb_status take_in(void* shim, int versioned, int64_t stream, dlb_buffer*
 /* Imports a capsule; `stream` is the stream value CUDA memory is ordered
  * before (1 when the producer was asked without a stream, as the protocol
  * then has it assume the legacy default stream). */
-static int import_versioned(PyObject* capsule, int64_t stream, dlb_buffer** out) {
+static int import_versioned(PyObject* capsule, int64_t stream, uint64_t dl_flags, dlb_buffer** out) {
   DLManagedTensorVersioned* original =
       (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, kNameVersioned);
   if (original == NULL) {
@@ -133,6 +133,7 @@ static int import_versioned(PyObject* capsule, int64_t stream, dlb_buffer** out)
     return -1;
   }
   *shim = *original;
+  shim->flags |= dl_flags;
   shim->manager_ctx = original;
   shim->deleter = original->deleter != NULL ? shim_deleter_versioned : NULL;
   if (take_in(shim, 1, stream, &buffer) != DLB_OK) {
@@ -178,8 +179,8 @@ static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   return 0;
 }
 
-static int import_capsule_on(PyObject* capsule, int64_t stream, dlb_buffer** out) {
-  if (PyCapsule_IsValid(capsule, kNameVersioned)) return import_versioned(capsule, stream, out);
+static int import_capsule_on(PyObject* capsule, int64_t stream, uint64_t dl_flags, dlb_buffer** out) {
+  if (PyCapsule_IsValid(capsule, kNameVersioned)) return import_versioned(capsule, stream, dl_flags, out);
   if (PyCapsule_IsValid(capsule, kNameLegacy)) return import_legacy(capsule, stream, out);
   char text[200];
   if (!PyCapsule_CheckExact(capsule)) {
@@ -205,7 +206,7 @@ static int import_capsule_on(PyObject* capsule, int64_t stream, dlb_buffer** out
 }
 
 int dlbpy_import_capsule(PyObject* capsule, int64_t stream, dlb_buffer** out) {
-  return import_capsule_on(capsule, stream, out);
+  return import_capsule_on(capsule, stream, 0, out);
 }
 
 dlb_status dlbpy_import_managed(DLManagedTensorVersioned* tensor, int64_t stream, dlb_buffer** out) {
@@ -226,9 +227,9 @@ static void drop_capsule(PyObject* capsule) {
   PyErr_Restore(type, value, trace);
 }
 
-dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream) {
+dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream, uint64_t dl_flags) {
   dlb_buffer* buffer = NULL;
-  const int bad = import_capsule_on(capsule, stream, &buffer);
+  const int bad = import_capsule_on(capsule, stream, dl_flags, &buffer);
   drop_capsule(capsule);
   return bad ? NULL : buffer;
 }

@@ -197,6 +197,9 @@ void dlb_managed_free_legacy(DLManagedTensor* tensor);
 
 dlb_status dlb_validate(const DLTensor* t, uint32_t flags);
 dlb_status dlb_copy_to_contiguous(const DLTensor* src, void* dst, uint64_t dst_size);
+#define DLB_COPY_FLAG_SWAP_BYTES 1
+#define DLB_COPY_FLAG_SUBBYTE_PADDED 2
+dlb_status dlb_copy_to_contiguous_flags(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags);
 
 /* ---- Backends ------------------------------------------------------------ */
 typedef struct dlb_backend dlb_backend;
@@ -257,6 +260,7 @@ typedef struct dlb_layout_info {
   int64_t max_offset;
 } dlb_layout_info;
 dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out);
+dlb_status dlb_layout_describe_flags(const DLTensor* layout, uint64_t flags, dlb_layout_info* out);
 
 dlb_status dlb_cuda_backend_create(int32_t device_id, dlb_backend** out);
 dlb_status dlb_cuda_buffer_alloc(dlb_backend* backend, DLDevice device, DLDataType dtype,

@@ -193,9 +193,9 @@ static PyObject* call_modern(dlbpy_state* state, PyObject* method, const long lo
  * export the same function with the same signature, outside the limited
  * API, so it is looked up in the running interpreter once. NULL where it
  * cannot be found: the calls then go through a bound method and a dict. */
-typedef PyObject* (*vectorcall_method_fn)(PyObject* name, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+typedef dlbpy_vectorcall_method_fn vectorcall_method_fn;
 
-static vectorcall_method_fn vectorcall_method(void) {
+vectorcall_method_fn dlbpy_vectorcall_method(void) {
   static int looked = 0;
   static vectorcall_method_fn fn = NULL;
   if (!looked) {
@@ -246,12 +246,18 @@ static PyObject* legacy_retry(PyObject* method, PyObject* stream, int* modern) {
   return capsule;
 }
 
-/* `tensor` (consumed) as the consumer's device and copy policy ask: itself
- * when it satisfies them, else what dlb_buffer_resolve gives (the export
- * planner's decision for a producer that could not be asked). */
-static PyObject* resolve(dlbpy_state* state, dlb_buffer* buffer, const long long* device, int policy) {
+PyObject* dlbpy_deliver(dlbpy_state* state, dlb_buffer* buffer, const long long* device, int policy) {
   if (buffer == NULL) return NULL;
+  /* "Did the consumer get a copy?", answered here only: the buffer says
+   * so (DLB_BUFFER_COPIED) or it is not one. */
+  if (policy == DLB_COPY_ALWAYS && (dlb_buffer_flags(buffer) & DLB_BUFFER_COPIED) != 0) policy = DLB_COPY_IF_NEEDED;
   if (device == NULL && policy == DLB_COPY_IF_NEEDED) return dlbpy_tensor_new_in(state, buffer);
+  if (device != NULL &&
+      (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
+    dlb_buffer_release(buffer);
+    PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
+    return NULL;
+  }
   dlb_export_options options;
   dlbpy_request_options(device, policy, &options);
   dlb_buffer* out = NULL;
@@ -260,7 +266,7 @@ static PyObject* resolve(dlbpy_state* state, dlb_buffer* buffer, const long long
    * request, else a copy or, for host-readable memory the CPU was asked
    * for, the library's view of it on the CPU: either way ours. */
   dlb_buffer_release(buffer);
-  if (s != DLB_OK) return dlbpy_raise_buffer_error(s);
+  if (s != DLB_OK) return dlbpy_raise_refusal(s, dlb_last_error_message());
   return dlbpy_tensor_new_in(state, out);
 }
 
@@ -312,89 +318,48 @@ static int consumer_stream(PyObject* obj, PyObject* stream, const long long* dev
 /* ------------------------------------------------------------------------ */
 
 /* The producer's answer to a call (a capsule, or NULL with its exception
- * set) as from_dlpack's result. */
+ * set) as from_dlpack's result; `fresh`: the capsule's tensor is a new one
+ * only this call holds (imported as a copy). */
 static PyObject* take(dlbpy_state* state, PyObject* obj, PyObject* method, PyObject* capsule, int modern,
-                      int64_t stream, const long long* device, int policy) {
+                      int64_t stream, const long long* device, int policy, int fresh) {
   /* A plain TypeError (after the legacy retry, for a 1.x call): the
    * protocol's answer to arguments, passed on as it is. A producer's own
    * subclass of TypeError (pyarrow's ArrowTypeError) is a refusal of the
    * array, as any other exception is. */
   if (capsule == NULL && PyErr_Occurred() == PyExc_TypeError) return NULL;
   if (capsule == NULL) return dlbpy_cure(state, obj, method, modern, device, policy, "__dlpack__");
-  dlb_buffer* buffer = dlbpy_capsule_to_buffer(capsule, stream);
-  /* A 1.x producer was asked for the device and copy itself; the library
-   * decides them for a legacy one. */
-  if (modern) return buffer != NULL ? dlbpy_tensor_new_in(state, buffer) : NULL;
-  return resolve(state, buffer, device, policy);
+  /* A 1.x producer was asked for the device and copy itself, a legacy one
+   * could not be: either way dlbpy_deliver sees to what it gave. */
+  return dlbpy_deliver(state, dlbpy_capsule_to_buffer(capsule, stream, fresh ? DLPACK_FLAG_BITMASK_IS_COPIED : 0),
+                       device, policy);
 }
 
-PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
-  if (nargs != 1) {
-    PyErr_Format(PyExc_TypeError, "from_dlpack() takes 1 positional argument (%zd given)", nargs);
-    return NULL;
-  }
-  PyObject* obj = args[0];
+/* Producer state DLPack cannot carry, asked before the producer's export
+ * (`bits`: the DLBPY_BIT_* queries its type has). *done 0 (NULL) when none
+ * is set; else *done 1 and dlbpy_resolve_bits's answer. */
+static PyObject* check_bits(dlbpy_state* state, PyObject* obj, unsigned bits, const long long* device, int policy,
+                            int* done) {
+  *done = 0;
+  if (bits == 0) return NULL;
+  const int set = dlbpy_set_bits(state, obj, bits);
+  if (set == 0) return NULL;
+  *done = 1;
+  return set < 0 ? NULL : dlbpy_resolve_bits(state, obj, (unsigned)set, device, policy);
+}
+
+/* from_dlpack past the hot paths. `copy` is what the producer is asked
+ * for (NULL: nothing), `policy` what is delivered; `tried`: the exchange
+ * table was tried already, and `bits` are the type's queries it gave. */
+static PyObject* from_dlpack_on(dlbpy_state* state, PyObject* obj, const long long* device, PyObject* copy,
+                                int policy, PyObject* stream, int fresh, int tried, unsigned bits) {
   PyObject* producer = (PyObject*)Py_TYPE(obj);
-  if (kwnames == NULL) {
-    /* The fastest path: a producer publishing a DLPack C exchange table. */
+  if (!tried && stream == NULL) {
+    /* (with a stream the producer is asked through __dlpack__, which takes one) */
     int handled = 0;
-    PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, NULL, DLB_COPY_IF_NEEDED, &handled);
+    PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, device, policy, fresh, &handled, &bits);
     if (handled) return tensor;
-    const int known = remembered(state, producer);
-    /* The hot path of a 1.x producer: obj.__dlpack__(max_version=(1, 3))
-     * as one vectorcall. */
-    vectorcall_method_fn call = known == kModern ? vectorcall_method() : NULL;
-    if (call != NULL) {
-      PyObject* argv[2] = {obj, state->max_version};
-      PyObject* capsule = call(state->str_dlpack, argv, 1, state->max_version_names);
-      if (capsule != NULL) return take(state, obj, NULL, capsule, 1, 1, NULL, DLB_COPY_IF_NEEDED);
-      /* Refused: the legacy retry and the cure want the method. */
-      PyObject *type, *value, *trace;
-      PyErr_Fetch(&type, &value, &trace);
-      PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
-      if (method == NULL) {
-        PyErr_Clear();
-        PyErr_Restore(type, value, trace);
-        return NULL;
-      }
-      PyErr_Restore(type, value, trace);
-      int modern = 1;
-      capsule = legacy_retry(method, NULL, &modern);
-      PyObject* result = take(state, obj, method, capsule, modern, 1, NULL, DLB_COPY_IF_NEEDED);
-      Py_DECREF(method);
-      return result;
-    }
-    /* The hot path: a producer known to speak only the legacy protocol. */
-    if (known == kLegacy) {
-      PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
-      if (method == NULL) return NULL;
-      PyObject* result = take(state, obj, method, PyObject_CallObject(method, NULL), 0, 1, NULL, DLB_COPY_IF_NEEDED);
-      Py_DECREF(method);
-      return result;
-    }
-  }
-  static const char* const names[] = {"device", "copy", "stream"};
-  PyObject* v[3];
-  if (dlbpy_keyword_only("from_dlpack", args + 1, 0, kwnames, names, 3, v) != 0) return NULL;
-  /* keyword values sit after the positional one */
-  PyObject* device_arg = v[0] == Py_None ? NULL : v[0];
-  PyObject* copy = v[1] == Py_None ? NULL : v[1];
-  PyObject* stream = v[2] == Py_None ? NULL : v[2];
-  long long device_pair[2];
-  if (device_arg != NULL &&
-      dlbpy_int_pair(device_arg, "device", "(device_type, device_id)", device_pair) != 0) {
-    return NULL;
-  }
-  const long long* device = device_arg != NULL ? device_pair : NULL;
-  const int policy = dlbpy_copy_policy(copy);
-  if (policy < 0) return NULL;
-  if (kwnames != NULL && stream == NULL) {
-    /* (without keywords the table was tried above; with a stream the
-     * producer is asked through __dlpack__, which takes one) */
-    int handled = 0;
-    PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, device, policy, &handled);
-    if (handled) return tensor;
+  } else if (!tried) {
+    bits = dlbpy_exchange_type_bits(state, producer);
   }
 
   /* A capsule straight from a to_dlpack() (asked first: looking for its
@@ -410,12 +375,17 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
         return NULL;
       }
       Py_INCREF(obj);
-      return resolve(state, dlbpy_capsule_to_buffer(obj, 1), device, policy);
+      return dlbpy_deliver(state, dlbpy_capsule_to_buffer(obj, 1, 0), device, policy);
     }
     return dlbpy_refuse_without_dlpack(obj);
   }
 
   PyObject* result = NULL;
+  int done = 0;
+  if (!fresh) {
+    result = check_bits(state, obj, bits, device, policy, &done);
+    if (done) goto done;
+  }
   long long stream_value = 1; /* none given: the producer assumes the legacy default stream */
   int protocol = remembered(state, producer);
   if (stream != NULL) {
@@ -431,10 +401,22 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     }
   }
   if (protocol == kLegacy) {
-    result = take(state, obj, method, call_legacy(method, stream), 0, stream_value, device, policy);
+    result = take(state, obj, method, call_legacy(method, stream), 0, stream_value, device, policy, fresh);
     goto done;
   }
   PyObject* capsule = call_modern(state, method, device, copy, stream);
+  if (capsule == NULL && copy == Py_True && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+      dlbpy_exception_is_refusal()) {
+    /* copy=True refused while the array itself may export (tvm-ffi: "copy
+     * not yet supported"): asked again without copy=, and the copy is made
+     * here (dlbpy_deliver). Refused again, that refusal goes on. */
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    capsule = call_modern(state, method, device, NULL, stream);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+  }
   int modern = 1;
   if (capsule == NULL) {
     /* A TypeError earns one legacy retry, whatever the signature said (a
@@ -452,10 +434,97 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     Py_DECREF(capsule);
     goto done;
   }
-  result = take(state, obj, method, capsule, modern, stream_value, device, policy);
+  result = take(state, obj, method, capsule, modern, stream_value, device, policy, fresh);
 done:
   Py_DECREF(method);
   return result;
+}
+
+PyObject* dlbpy_from_dlpack_fresh(dlbpy_state* state, PyObject* obj, const long long* device) {
+  return from_dlpack_on(state, obj, device, NULL, DLB_COPY_ALWAYS, NULL, 1, 0, 0);
+}
+
+/* The hot paths of from_dlpack(obj) without keywords; *done 0 when none
+ * applies (then *bits says the type's queries). */
+static PyObject* from_dlpack_plain(dlbpy_state* state, PyObject* obj, int* done, unsigned* bits) {
+  *done = 1;
+  /* The fastest path: a producer publishing a DLPack C exchange table. */
+  int handled = 0;
+  PyObject* tensor = dlbpy_exchange_from_dlpack(state, obj, NULL, DLB_COPY_IF_NEEDED, 0, &handled, bits);
+  if (handled) return tensor;
+  int resolved = 0;
+  tensor = check_bits(state, obj, *bits, NULL, DLB_COPY_IF_NEEDED, &resolved);
+  if (resolved) return tensor;
+  *bits = 0; /* asked */
+  const int known = remembered(state, (PyObject*)Py_TYPE(obj));
+  /* The hot path of a 1.x producer: obj.__dlpack__(max_version=(1, 3))
+   * as one vectorcall. */
+  vectorcall_method_fn call = known == kModern ? dlbpy_vectorcall_method() : NULL;
+  if (call != NULL) {
+    PyObject* argv[2] = {obj, state->max_version};
+    PyObject* capsule = call(state->str_dlpack, argv, 1, state->max_version_names);
+    if (capsule != NULL) return take(state, obj, NULL, capsule, 1, 1, NULL, DLB_COPY_IF_NEEDED, 0);
+    /* Refused: the legacy retry and the cure want the method. */
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+    if (method == NULL) {
+      PyErr_Clear();
+      PyErr_Restore(type, value, trace);
+      return NULL;
+    }
+    PyErr_Restore(type, value, trace);
+    int modern = 1;
+    capsule = legacy_retry(method, NULL, &modern);
+    PyObject* result = take(state, obj, method, capsule, modern, 1, NULL, DLB_COPY_IF_NEEDED, 0);
+    Py_DECREF(method);
+    return result;
+  }
+  /* The hot path: a producer known to speak only the legacy protocol. */
+  if (known == kLegacy) {
+    PyObject* method = PyObject_GetAttr(obj, state->str_dlpack);
+    if (method == NULL) return NULL;
+    PyObject* result =
+        take(state, obj, method, PyObject_CallObject(method, NULL), 0, 1, NULL, DLB_COPY_IF_NEEDED, 0);
+    Py_DECREF(method);
+    return result;
+  }
+  *done = 0;
+  return NULL;
+}
+
+PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
+  if (nargs != 1) {
+    PyErr_Format(PyExc_TypeError, "from_dlpack() takes 1 positional argument (%zd given)", nargs);
+    return NULL;
+  }
+  PyObject* obj = args[0];
+  PyObject* result = NULL;
+  if (kwnames == NULL) {
+    int done = 0;
+    unsigned bits = 0;
+    result = from_dlpack_plain(state, obj, &done, &bits);
+    if (!done) result = from_dlpack_on(state, obj, NULL, NULL, DLB_COPY_IF_NEEDED, NULL, 0, 1, bits);
+  } else {
+    static const char* const names[] = {"device", "copy", "stream"};
+    PyObject* v[3];
+    if (dlbpy_keyword_only("from_dlpack", args + 1, 0, kwnames, names, 3, v) != 0) return NULL;
+    /* keyword values sit after the positional one */
+    PyObject* device_arg = v[0] == Py_None ? NULL : v[0];
+    PyObject* copy = v[1] == Py_None ? NULL : v[1];
+    PyObject* stream = v[2] == Py_None ? NULL : v[2];
+    long long device_pair[2];
+    if (device_arg != NULL &&
+        dlbpy_int_pair(device_arg, "device", "(device_type, device_id)", device_pair) != 0) {
+      return NULL;
+    }
+    const int policy = dlbpy_copy_policy(copy);
+    if (policy < 0) return NULL;
+    result = from_dlpack_on(state, obj, device_arg != NULL ? device_pair : NULL, copy, policy, stream, 0, 0, 0);
+  }
+  /* A failure of the library on what the producer gave is a refusal. */
+  return result != NULL ? result : dlbpy_as_refusal(state);
 }
 
 const char dlbpy_from_dlpack_doc[] =

@@ -1,6 +1,9 @@
 /* The refusal rule of from_dlpack (see _consumer.c and _glue.h): what an
- * exception of a producer's __dlpack__ or __dlpack_device__ becomes. One
- * rule for every producer, whatever the exception's class (the array API
+ * exception of a producer's __dlpack__ or __dlpack_device__ becomes, and
+ * the producer state a DLPack tensor cannot carry. One rule: a consumer
+ * receives the producer's values, or the call raises.
+ *
+ * An exception of the producer, whatever its class (the array API
  * standard asks for BufferError; JAX raises JaxRuntimeError, TensorFlow
  * InvalidArgumentError, pyarrow ArrowTypeError):
  *
@@ -12,13 +15,14 @@
  *     ArrowTypeError, is a refusal of the array).
  *   - A producer that says it deleted the array (obj.is_deleted() true, as
  *     JAX arrays say after delete() or a donation; a dlbridge.Tensor after
- *     delete()): dlbridge.Error with DLB_ERR_DELETED.
+ *     delete()): RefusalError with DLB_ERR_DELETED.
  *   - Anything else is a refusal to export, answered by the host-copy cure:
  *     a buffer of a small backend whose layout is the producer's shape and
- *     dtype (read from obj.shape and obj.dtype, or from obj.__array__()
- *     when obj has neither, as a pyarrow array) and whose copy_to_host asks
- *     the producer for host memory in the order the array API standard and
- *     Python provide:
+ *     dtype (read from obj.shape and obj.dtype; from obj.__array__() when
+ *     obj has neither, as a pyarrow array; from obj.__array_interface__,
+ *     which carries both, when it has no __array__ either) and whose
+ *     copy_to_host asks the producer for host memory in the order the
+ *     array API standard and Python provide:
  *
  *       1. __dlpack__(max_version=..., dl_device=(kDLCPU, 0), copy=True)
  *          (1.x producers only),
@@ -33,16 +37,39 @@
  *     element per byte, as ml_dtypes and JAX's host copies hold it, and
  *     the result is flagged DLB_BUFFER_SUBBYTE_PADDED.
  *
+ * Byte order: memory a step gives in the other byte order (a big-endian
+ * numpy array's __array__(), a '>' buffer format or typestr) is converted
+ * to the machine's by the copy itself (DLB_COPY_FLAG_SWAP_BYTES), never
+ * relabelled.
+ *
+ * A producer that contradicts itself (a step whose memory has another
+ * shape or dtype than the producer said, an __array__() that is a subclass
+ * of numpy.ndarray such as numpy.matrix, a typestr that names no dtype or
+ * strides that are not whole elements) ends the cure: nothing is copied
+ * from it, and RefusalError (DLB_ERR_MALFORMED) says what it contradicted.
+ * A producer without a dtype of its own whose own declaration of its
+ * element type (pyarrow's `type`, onnxruntime's `data_type()`, "tensor(
+ * float8e4m3fn)") does not name the dtype its __array__() gave (onnxruntime
+ * gives float8 bytes as uint8) is refused (DLB_ERR_UNSUPPORTED_DTYPE):
+ * dlbridge cannot establish the dtype, and relabels nothing.
+ *
  * dlb_buffer_resolve then decides, as it decides every export: with copy
  * allowed the result is a fresh host copy flagged DLB_BUFFER_COPIED
  * (Tensor.copied); with copy=False the planner refuses with
- * DLB_ERR_NOT_ZERO_COPY, raised as BufferError. When no copy can be made,
- * dlbridge.Error says why: DLB_ERR_UNSUPPORTED_DTYPE for a dtype DLPack
- * cannot describe (numpy StringDType, object arrays, JAX PRNG keys),
- * DLB_ERR_UNSUPPORTED_LAYOUT for an object without a shape, DLB_ERR_BACKEND
- * (the cure's copy failed) naming why each step failed. Every one of these
- * messages keeps the producer's exception class and words, and has the
- * producer's exception as __cause__.
+ * DLB_ERR_NOT_ZERO_COPY. Every refusal is a dlbridge.RefusalError (a
+ * BufferError and a dlbridge.Error): DLB_ERR_UNSUPPORTED_DTYPE for a dtype
+ * DLPack cannot describe (numpy StringDType, object arrays, JAX PRNG keys),
+ * DLB_ERR_UNSUPPORTED_LAYOUT for an object without a shape,
+ * DLB_ERR_BACKEND (the cure's copy failed) naming why each step failed.
+ * Every one of these messages keeps the producer's exception class and
+ * words, and has the producer's exception as __cause__.
+ *
+ * Producer state a DLPack tensor cannot carry (torch's conjugate and
+ * negative bits, seen through is_conj() and is_neg() on any producer type
+ * that has them): asked before the producer's export (its exchange table
+ * or __dlpack__, which carry neither bit); under copy=False a refusal
+ * naming the bit, otherwise the producer's own resolve_conj() /
+ * resolve_neg(), a new tensor, imported as a copy.
  */
 #include "_glue.h"
 
@@ -91,6 +118,7 @@ static void describe_exception(PyObject* value, char* out, size_t size) {
   const char* error = name != NULL ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
   if (PyErr_Occurred()) PyErr_Clear();
   snprintf(out, size, "%.80s: %.300s", error != NULL ? error : "an error", message != NULL ? message : "");
+  for (size_t n = strlen(out); n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '); --n) out[n - 1] = '\0';
   Py_XDECREF(text);
   Py_XDECREF(name);
 }
@@ -103,9 +131,11 @@ typedef struct cure_storage {
   int modern;       /* the producer takes the 1.x keywords */
   int padded;       /* a dtype of fewer than 8 bits, copied one element per byte */
   int failed;       /* set by cure_copy when no step gave memory */
+  int lied;         /* set when a step contradicted the producer: `lie` says how */
   DLTensor layout;  /* shape and dtype the producer said it has */
   int64_t shape[DLB_MAX_NDIM];
   char tried[1200]; /* why each step failed, for the message */
+  char lie[600];
 } cure_storage;
 
 /* Appends "step: Name: message" of the exception set to st->tried and
@@ -129,11 +159,28 @@ static int note(cure_storage* st, const char* step) {
   return 0;
 }
 
+/* "int32 of shape (2, 3)" into out. */
+static void describe_layout(DLDataType dtype, int ndim, const int64_t* shape, char* out, size_t size) {
+  char name[64];
+  if (dlb_dtype_name(dtype, name, sizeof name) != DLB_OK) {
+    snprintf(name, sizeof name, "(code %u, %u bits, %u lanes)", (unsigned)dtype.code, (unsigned)dtype.bits,
+             (unsigned)dtype.lanes);
+  }
+  size_t used = (size_t)snprintf(out, size, "%s of shape (", name);
+  for (int i = 0; i < ndim && used < size; ++i)
+    used += (size_t)snprintf(out + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (used < size) snprintf(out + used, size - used, "%s)", ndim == 1 ? "," : "");
+}
+
 /* Copies `src` (a buffer of host memory) into dst when it has the shape and
  * dtype the producer said; `relabel`: src holds the bytes of the elements
  * under an unsigned dtype of their width, to be read as the producer's
- * dtype. 0, or -1 with a Python exception set. */
-static int copy_source(cure_storage* st, dlb_buffer* src, int relabel, void* dst, uint64_t size) {
+ * dtype; `swapped`: its scalars are in the other byte order, which the
+ * copy converts. 0; -1 with a Python exception set (the step failed: the
+ * next is tried); -2, no exception, when src contradicts the producer's
+ * shape or dtype (st->lie says how: the cure ends). */
+static int copy_source(cure_storage* st, const char* step, dlb_buffer* src, int relabel, int swapped, void* dst,
+                       uint64_t size) {
   DLTensor t;
   dlb_status s = dlb_buffer_dltensor(src, &t);
   if (s != DLB_OK) {
@@ -149,8 +196,12 @@ static int copy_source(cure_storage* st, dlb_buffer* src, int relabel, void* dst
              t.dtype.bits == st->layout.dtype.bits && t.dtype.lanes == st->layout.dtype.lanes;
   for (int i = 0; same && i < t.ndim; ++i) same = t.shape[i] == st->shape[i];
   if (!same) {
-    PyErr_SetString(PyExc_BufferError, "it gave another shape or dtype than the producer's shape and dtype");
-    return -1;
+    char gave[200], said[200];
+    describe_layout(t.dtype, t.ndim, t.shape, gave, sizeof gave);
+    describe_layout(st->layout.dtype, st->layout.ndim, st->shape, said, sizeof said);
+    snprintf(st->lie, sizeof st->lie, "%s gave another shape or dtype than the producer's own: %s, where it says %s",
+             step, gave, said);
+    return -2;
   }
   if (padded != st->padded) {
     PyErr_SetString(PyExc_BufferError, st->padded ? "it gave packed sub-byte elements, not one per byte"
@@ -163,13 +214,8 @@ static int copy_source(cure_storage* st, dlb_buffer* src, int relabel, void* dst
     s = dlb_buffer_to_host(src, &host);
     if (s == DLB_OK) s = dlb_buffer_dltensor(host, &t);
   }
-  if (st->padded) {
-    /* one byte per element: copied as bytes */
-    t.dtype.code = kDLUInt;
-    t.dtype.bits = 8;
-    t.dtype.lanes = 1;
-  }
-  if (s == DLB_OK) s = dlb_copy_to_contiguous(&t, dst, size);
+  const uint32_t flags = (swapped ? DLB_COPY_FLAG_SWAP_BYTES : 0u) | (st->padded ? DLB_COPY_FLAG_SUBBYTE_PADDED : 0u);
+  if (s == DLB_OK) s = dlb_copy_to_contiguous_flags(&t, dst, size, flags);
   dlb_buffer_release(host);
   if (s != DLB_OK) {
     dlbpy_raise_status(s);
@@ -218,12 +264,56 @@ static dlb_status dtype_of(PyObject* obj, DLDataType* out, char* why, size_t siz
   return s == DLB_OK ? DLB_OK : DLB_ERR_UNSUPPORTED_DTYPE;
 }
 
+/* Whether an array's dtype says its elements are in the other byte order
+ * (numpy's dtype.isnative false, as for a '>i8' array here): 1, else 0. No
+ * exception is left set. */
+static int swapped_order(PyObject* arr) {
+  PyObject* dtype = PyObject_GetAttrString(arr, "dtype");
+  PyObject* native = dtype != NULL ? PyObject_GetAttrString(dtype, "isnative") : NULL;
+  const int swapped = native != NULL && PyObject_IsTrue(native) == 0;
+  Py_XDECREF(native);
+  Py_XDECREF(dtype);
+  PyErr_Clear();
+  return swapped;
+}
+
+/* 1 with the class's name in `name` when `arr` is an instance of a strict
+ * subclass of numpy.ndarray (numpy.matrix, a masked array): what __array__
+ * must not return, since such a class may stand for other values than its
+ * memory holds. No exception is left set. */
+static int ndarray_subclass(PyObject* arr, char* name, size_t size) {
+  PyObject* mro = PyObject_GetAttrString((PyObject*)Py_TYPE(arr), "__mro__");
+  int found = 0;
+  for (Py_ssize_t i = 1; !found && mro != NULL && PyTuple_Check(mro) && i < PyTuple_Size(mro); ++i) {
+    PyObject* base = PyTuple_GetItem(mro, i);
+    PyObject* module = PyObject_GetAttrString(base, "__module__");
+    PyObject* qual = PyObject_GetAttrString(base, "__qualname__");
+    found = module != NULL && qual != NULL && PyUnicode_Check(module) && PyUnicode_Check(qual) &&
+            PyUnicode_CompareWithASCIIString(module, "numpy") == 0 &&
+            PyUnicode_CompareWithASCIIString(qual, "ndarray") == 0;
+    Py_XDECREF(module);
+    Py_XDECREF(qual);
+    PyErr_Clear();
+  }
+  Py_XDECREF(mro);
+  PyErr_Clear();
+  if (found) {
+    PyObject* cname = class_name((PyObject*)Py_TYPE(arr));
+    const char* text = cname != NULL ? PyUnicode_AsUTF8AndSize(cname, NULL) : NULL;
+    snprintf(name, size, "%.100s", text != NULL ? text : "a subclass");
+    Py_XDECREF(cname);
+    PyErr_Clear();
+  }
+  return found;
+}
+
 /* The bytes of an array's elements as a buffer, for a dtype the buffer
- * protocol cannot name (ml_dtypes' int4, float8_*, bfloat16): arr.view() as
- * the unsigned integer of the element's width, when arr's dtype names the
- * producer's dtype and the element is that wide (one byte for a sub-byte
- * dtype). NULL with an exception set. */
-static dlb_buffer* element_bytes(cure_storage* st, PyObject* arr) {
+ * protocol cannot name (ml_dtypes' int4, float8_*, bfloat16) or a byte
+ * order it refuses: arr.view() as the unsigned integer of the element's
+ * width, when arr's dtype names the producer's dtype and the element is
+ * that wide (one byte for a sub-byte dtype); *swapped says whether its
+ * elements are in the other byte order. NULL with an exception set. */
+static dlb_buffer* element_bytes(cure_storage* st, PyObject* arr, int* swapped) {
   DLDataType dt;
   char why[200];
   if (dtype_of(arr, &dt, why, sizeof why) != DLB_OK || dt.code != st->layout.dtype.code ||
@@ -243,6 +333,7 @@ static dlb_buffer* element_bytes(cure_storage* st, PyObject* arr) {
                  bytes, width);
     return NULL;
   }
+  *swapped = swapped_order(arr);
   char as[16];
   snprintf(as, sizeof as, "uint%u", width);
   PyObject* view = PyObject_CallMethod(arr, "view", "s", as);
@@ -253,74 +344,124 @@ static dlb_buffer* element_bytes(cure_storage* st, PyObject* arr) {
   return bad ? NULL : buffer;
 }
 
-/* __array_interface__ (version 3) as a borrowed view of host memory, valid
- * while `obj` lives; NULL with an exception set. */
-static dlb_buffer* interface_buffer(PyObject* obj) {
+/* A parsed version 3 __array_interface__. */
+typedef struct interface {
+  PyObject* face;  /* owned: the dict, which keeps `data` alive while it lives */
+  void* address;
+  int readonly;
+  int swapped;     /* typestr in the other byte order */
+  int ndim;
+  int strided;
+  DLDataType dtype;
+  int64_t shape[DLB_MAX_NDIM];
+  int64_t strides[DLB_MAX_NDIM]; /* in elements */
+} interface;
+
+/* Reads obj.__array_interface__ into `f` (f->face owned by the caller on
+ * success): 0; -1 with BufferError naming what the dict does not say
+ * right, or the attribute's own exception. */
+static int read_interface(PyObject* obj, interface* f) {
+  memset(f, 0, sizeof *f);
   PyObject* face = PyObject_GetAttrString(obj, "__array_interface__");
-  if (face == NULL) return NULL;
-  dlb_buffer* buffer = NULL;
+  if (face == NULL) return -1;
   PyObject* data = PyDict_Check(face) ? PyDict_GetItemString(face, "data") : NULL;
   PyObject* shape = PyDict_Check(face) ? PyDict_GetItemString(face, "shape") : NULL;
   PyObject* typestr = PyDict_Check(face) ? PyDict_GetItemString(face, "typestr") : NULL;
   PyObject* strides = PyDict_Check(face) ? PyDict_GetItemString(face, "strides") : NULL;
   const char* ts = typestr != NULL && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8AndSize(typestr, NULL) : NULL;
   if (data == NULL || !PyTuple_Check(data) || PyTuple_Size(data) != 2 || shape == NULL || !PyTuple_Check(shape) ||
-      ts == NULL || strlen(ts) < 3 || PyTuple_Size(shape) > DLB_MAX_NDIM) {
+      ts == NULL || PyTuple_Size(shape) > DLB_MAX_NDIM) {
     PyErr_Clear();
     PyErr_SetString(PyExc_BufferError, "not a version 3 __array_interface__ with a data tuple");
     Py_DECREF(face);
-    return NULL;
+    return -1;
   }
-  DLDataType dtype;
-  int known = 1;
-  switch (ts[1]) {
-    case 'b': dtype.code = kDLBool; break;
-    case 'i': dtype.code = kDLInt; break;
-    case 'u': dtype.code = kDLUInt; break;
-    case 'f': dtype.code = kDLFloat; break;
-    case 'c': dtype.code = kDLComplex; break;
+  /* typestr: a byte order ('<', '>', '|', '='), a kind and a byte count,
+   * nothing else. */
+  const char order = ts[0];
+  char* end = NULL;
+  const long bytes = strlen(ts) >= 3 ? strtol(ts + 2, &end, 10) : 0;
+  f->dtype.lanes = 1;
+  f->dtype.bits = (uint8_t)(bytes * 8);
+  int known = end != NULL && *end == '\0' && bytes > 0 && bytes <= 16 && ts[2] >= '0' && ts[2] <= '9' &&
+              (order == '<' || order == '>' || order == '|' || order == '=');
+  switch (known ? ts[1] : 0) {
+    case 'b': f->dtype.code = kDLBool; known = bytes == 1; break;
+    case 'i': f->dtype.code = kDLInt; break;
+    case 'u': f->dtype.code = kDLUInt; break;
+    case 'f': f->dtype.code = kDLFloat; break;
+    case 'c': f->dtype.code = kDLComplex; break;
     default: known = 0;
   }
-  const long bytes = strtol(ts + 2, NULL, 10);
-  dtype.bits = (uint8_t)(bytes * 8);
-  dtype.lanes = 1;
-  if (!known || ts[0] == '>' || bytes <= 0 || bytes > 16) {
-    PyErr_Format(PyExc_BufferError, "typestr '%s' has no DLPack dtype here", ts);
+  if (known && dlb_dtype_check(f->dtype) != DLB_OK) known = 0;
+  dlb_clear_last_error();
+  if (!known) {
+    PyErr_Format(PyExc_BufferError, "typestr '%.40s' names no DLPack dtype", ts);
     Py_DECREF(face);
-    return NULL;
+    return -1;
   }
-  int64_t dims[DLB_MAX_NDIM];
-  int64_t steps[DLB_MAX_NDIM];
-  const int ndim = (int)PyTuple_Size(shape);
-  const int strided = strides != NULL && strides != Py_None;
-  for (int i = 0; i < ndim; ++i) {
-    dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-    if (strided) {
-      PyObject* step = PyTuple_Check(strides) && PyTuple_Size(strides) == ndim ? PyTuple_GetItem(strides, i) : NULL;
-      steps[i] = step != NULL ? PyLong_AsLongLong(step) / bytes : 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  f->swapped = order == '<' && bytes > 1;
+#else
+  f->swapped = order == '>' && bytes > 1;
+#endif
+  f->ndim = (int)PyTuple_Size(shape);
+  f->strided = strides != NULL && strides != Py_None;
+  if (f->strided && (!PyTuple_Check(strides) || PyTuple_Size(strides) != f->ndim)) {
+    PyErr_Format(PyExc_BufferError, "its strides are not a tuple of %d ints", f->ndim);
+    Py_DECREF(face);
+    return -1;
+  }
+  for (int i = 0; i < f->ndim; ++i) {
+    f->shape[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
+    if (!f->strided) continue;
+    const long long step = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
+    if (step % bytes != 0 && !PyErr_Occurred()) {
+      PyErr_Format(PyExc_BufferError, "its strides[%d] is %lld bytes, not a whole number of %ld-byte elements", i,
+                   step, bytes);
+      Py_DECREF(face);
+      return -1;
     }
+    f->strides[i] = step / bytes;
   }
-  void* address = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
-  const int readonly = PyObject_IsTrue(PyTuple_GetItem(data, 1));
-  if (!PyErr_Occurred()) {
-    DLTensor t;
-    memset(&t, 0, sizeof t);
-    t.data = address;
-    t.device.device_type = kDLCPU;
-    t.ndim = ndim;
-    t.dtype = dtype;
-    t.shape = ndim > 0 ? dims : NULL;
-    t.strides = strided && ndim > 0 ? steps : NULL;
-    const dlb_status s = dlb_buffer_wrap(&t, readonly > 0 ? DLB_BUFFER_READ_ONLY : 0, NULL, NULL, &buffer);
-    if (s != DLB_OK) dlbpy_raise_status(s);
+  f->address = PyLong_AsVoidPtr(PyTuple_GetItem(data, 0));
+  f->readonly = PyObject_IsTrue(PyTuple_GetItem(data, 1)) > 0;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_BufferError, "its shape, strides or data address are not ints");
+    Py_DECREF(face);
+    return -1;
   }
-  Py_DECREF(face);
+  f->face = face;
+  return 0;
+}
+
+/* __array_interface__ (version 3) as a borrowed view of host memory, valid
+ * while `obj` lives; *swapped set for a typestr in the other byte order.
+ * NULL with an exception set. */
+static dlb_buffer* interface_buffer(PyObject* obj, int* swapped) {
+  interface f;
+  if (read_interface(obj, &f) != 0) return NULL;
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = f.address;
+  t.device.device_type = kDLCPU;
+  t.ndim = f.ndim;
+  t.dtype = f.dtype;
+  t.shape = f.ndim > 0 ? f.shape : NULL;
+  t.strides = f.strided && f.ndim > 0 ? f.strides : NULL;
+  dlb_buffer* buffer = NULL;
+  const dlb_status s = dlb_buffer_wrap(&t, f.readonly ? DLB_BUFFER_READ_ONLY : 0, NULL, NULL, &buffer);
+  Py_DECREF(f.face);
+  if (s != DLB_OK) return dlbpy_raise_status(s), (dlb_buffer*)NULL;
+  *swapped = f.swapped;
   return buffer;
 }
 
 /* The backend's copy_to_host: the steps above, the first that works. When
  * none does, st->failed is set and no exception is left, unless a step
- * raised one that is not a refusal (left set). */
+ * raised one that is not a refusal (left set); when one contradicts the
+ * producer, st->lied is set too, and no later step is asked. */
 static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
   (void)ctx;
   cure_storage* st = (cure_storage*)storage;
@@ -331,6 +472,7 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
                                         "__array__()", "__array_interface__"};
     dlb_buffer* src = NULL;
     int relabel = 0;
+    int swapped = 0;
     if (step == 0) {
       if (!st->modern) continue;
       const long long cpu[2] = {kDLCPU, 0};
@@ -341,12 +483,20 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
       Py_XDECREF(empty);
       Py_XDECREF(kwargs);
     } else if (step == 1) {
-      if (dlbpy_buffer_of(st->obj, &src) != 0) src = NULL;
+      if (dlbpy_buffer_of_any_order(st->obj, &src, &swapped) != 0) src = NULL;
     } else if (step == 2) {
       PyObject* arr = st->host;
       if (arr != NULL) Py_INCREF(arr);
       else arr = PyObject_CallMethod(st->obj, "__array__", NULL);
-      if (arr != NULL && dlbpy_buffer_of(arr, &src) != 0) {
+      char subclass[120];
+      if (arr != NULL && ndarray_subclass(arr, subclass, sizeof subclass)) {
+        snprintf(st->lie, sizeof st->lie, "__array__() gave a %s, a subclass of numpy.ndarray, not an ndarray",
+                 subclass);
+        Py_DECREF(arr);
+        st->lied = 1;
+        break;
+      }
+      if (arr != NULL && dlbpy_buffer_of_any_order(arr, &src, &swapped) != 0) {
         /* a dtype the buffer protocol cannot name: the elements' bytes */
         PyObject *type, *value, *trace;
         PyErr_Fetch(&type, &value, &trace);
@@ -356,21 +506,25 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
           Py_XDECREF(type);
           Py_XDECREF(value);
           Py_XDECREF(trace);
-          src = element_bytes(st, arr);
+          src = element_bytes(st, arr, &swapped);
           relabel = src != NULL;
         }
       }
       Py_XDECREF(arr); /* src, when made, holds what it reads */
     } else {
-      src = interface_buffer(st->obj);
+      src = interface_buffer(st->obj, &swapped);
     }
     if (src == NULL) {
       if (note(st, names[step]) != 0) return -1;
       continue;
     }
-    const int bad = copy_source(st, src, relabel, dst, size);
+    const int bad = copy_source(st, names[step], src, relabel, swapped, dst, size);
     dlb_buffer_release(src);
-    if (!bad) return 0;
+    if (bad == 0) return 0;
+    if (bad == -2) {
+      st->lied = 1;
+      break;
+    }
     if (note(st, names[step]) != 0) return -1;
   }
   st->failed = 1;
@@ -384,6 +538,17 @@ static void cure_free(void* ctx, void* storage) {
   Py_XDECREF(st->method);
   Py_XDECREF(st->host);
   free(st);
+}
+
+/* Sets st->layout from a shape and dtype. */
+static void set_layout(cure_storage* st, int ndim, const int64_t* shape, DLDataType dt) {
+  memset(&st->layout, 0, sizeof st->layout);
+  for (int i = 0; i < ndim; ++i) st->shape[i] = shape[i];
+  st->layout.device.device_type = kDLCPU;
+  st->layout.ndim = ndim;
+  st->layout.dtype = dt;
+  st->layout.shape = ndim > 0 ? st->shape : NULL;
+  st->padded = (unsigned)dt.bits * dt.lanes < 8;
 }
 
 /* Reads shape and dtype from obj into st->layout: DLB_OK, or the status
@@ -401,7 +566,8 @@ static dlb_status read_layout(PyObject* obj, cure_storage* st, char* why, size_t
     return DLB_ERR_UNSUPPORTED_LAYOUT;
   }
   const int ndim = (int)PyTuple_Size(tuple);
-  for (int i = 0; i < ndim; ++i) st->shape[i] = PyLong_AsLongLong(PyTuple_GetItem(tuple, i));
+  int64_t dims[DLB_MAX_NDIM];
+  for (int i = 0; i < ndim; ++i) dims[i] = PyLong_AsLongLong(PyTuple_GetItem(tuple, i));
   Py_DECREF(tuple);
   if (PyErr_Occurred()) {
     PyErr_Clear();
@@ -411,13 +577,100 @@ static dlb_status read_layout(PyObject* obj, cure_storage* st, char* why, size_t
   DLDataType dt;
   const dlb_status s = dtype_of(obj, &dt, why, size);
   if (s != DLB_OK) return s;
-  memset(&st->layout, 0, sizeof st->layout);
-  st->layout.device.device_type = kDLCPU;
-  st->layout.ndim = ndim;
-  st->layout.dtype = dt;
-  st->layout.shape = ndim > 0 ? st->shape : NULL;
-  st->padded = (unsigned)dt.bits * dt.lanes < 8;
+  set_layout(st, ndim, dims, dt);
   return DLB_OK;
+}
+
+/* The layout of an object that carries it in its __array_interface__ (its
+ * shape and typestr; the object itself is not asked for a shape): DLB_OK,
+ * or DLB_ERR_UNSUPPORTED_LAYOUT with the reason in `why`. An exception that
+ * is not a refusal is left set. */
+static dlb_status interface_layout(PyObject* obj, cure_storage* st, char* why, size_t size) {
+  interface f;
+  if (read_interface(obj, &f) != 0) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    if (type != NULL && !is_refusal(type)) {
+      PyErr_Restore(type, value, trace);
+      return DLB_ERR_UNSUPPORTED_LAYOUT;
+    }
+    char failed[300];
+    describe_exception(value, failed, sizeof failed);
+    snprintf(why, size, "it has no shape attribute, and its __array_interface__ says no layout (%s)", failed);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+    return DLB_ERR_UNSUPPORTED_LAYOUT;
+  }
+  set_layout(st, f.ndim, f.shape, f.dtype);
+  Py_DECREF(f.face);
+  return DLB_OK;
+}
+
+/* For a producer without a dtype of its own, whose layout came from its
+ * __array__(): what it declares of its element type itself (its `type`
+ * attribute, as pyarrow's arrays; else its data_type(), as onnxruntime's
+ * OrtValue, "tensor(float8e4m3fn)"), the text inside parentheses where
+ * there are some, must name the dtype __array__() gave; a producer that
+ * declares nothing leaves __array__()'s word standing. DLB_OK, or
+ * DLB_ERR_UNSUPPORTED_DTYPE with the reason in `why` (dlbridge cannot
+ * establish the dtype: it refuses rather than relabel). An exception that
+ * is not a refusal is left set. */
+static dlb_status check_declared(PyObject* obj, const cure_storage* st, char* why, size_t size) {
+  PyObject* text = NULL;
+  const char* where = "type";
+  PyObject* type = PyObject_GetAttrString(obj, "type");
+  if (type != NULL && !PyCallable_Check(type)) text = PyObject_Str(type);
+  Py_XDECREF(type);
+  PyErr_Clear();
+  if (text == NULL) {
+    where = "data_type()";
+    PyObject* method = PyObject_GetAttrString(obj, "data_type");
+    PyObject* answer = method != NULL && PyCallable_Check(method) ? PyObject_CallObject(method, NULL) : NULL;
+    if (answer != NULL) text = PyObject_Str(answer);
+    Py_XDECREF(answer);
+    Py_XDECREF(method);
+    if (PyErr_Occurred()) {
+      if (!dlbpy_exception_is_refusal()) {
+        Py_XDECREF(text);
+        return DLB_ERR_UNSUPPORTED_DTYPE;
+      }
+      PyErr_Clear();
+    }
+  }
+  if (text == NULL) return DLB_OK;
+  const char* full = PyUnicode_AsUTF8AndSize(text, NULL);
+  char name[80];
+  snprintf(name, sizeof name, "%s", full != NULL ? full : "");
+  PyErr_Clear();
+  char* open = strchr(name, '(');
+  char* close = strrchr(name, ')');
+  const char* inner = name;
+  if (open != NULL && close != NULL && close > open && close[1] == '\0') {
+    *close = '\0';
+    inner = open + 1;
+  }
+  char gave[64];
+  if (dlb_dtype_name(st->layout.dtype, gave, sizeof gave) != DLB_OK) snprintf(gave, sizeof gave, "(unnamed)");
+  DLDataType declared;
+  dlb_status s = dlb_dtype_from_name(inner, &declared);
+  dlb_clear_last_error();
+  if (s != DLB_OK) {
+    snprintf(why, size,
+             "its %s is '%.60s', which names no dtype dlbridge knows, while its __array__() gave %s: dlbridge "
+             "cannot establish the dtype and does not relabel it",
+             where, full != NULL ? full : "", gave);
+  } else if (declared.code != st->layout.dtype.code || declared.bits != st->layout.dtype.bits ||
+             declared.lanes != st->layout.dtype.lanes) {
+    char said[64];
+    if (dlb_dtype_name(declared, said, sizeof said) != DLB_OK) snprintf(said, sizeof said, "(unnamed)");
+    snprintf(why, size, "its %s is '%.60s' (%s), but its __array__() gave %s: dlbridge does not relabel it", where,
+             full != NULL ? full : "", said, gave);
+    s = DLB_ERR_UNSUPPORTED_DTYPE;
+  }
+  Py_DECREF(text);
+  return s == DLB_OK ? DLB_OK : DLB_ERR_UNSUPPORTED_DTYPE;
 }
 
 /* Whether obj says it was deleted (obj.is_deleted() true; a
@@ -437,13 +690,55 @@ static int says_deleted(PyObject* obj) {
   return deleted;
 }
 
-/* Raises `type` (NULL: dlbridge.Error with `status`) with the message
- * "STATUS: text" for a Python exception class, `text` for dlbridge.Error
- * (which adds the name itself), and `cause` (stolen) as its __cause__.
+PyObject* dlbpy_raise_refusal(dlb_status status, const char* text) {
+  const dlbpy_state* state = dlbpy_state_get();
+  if (status == DLB_ERR_INVALID_ARGUMENT || state == NULL || state->refusal_type == NULL) {
+    PyErr_Format(status == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : PyExc_BufferError, "%s: %s",
+                 dlb_status_name(status), text);
+    return NULL;
+  }
+  PyObject* message = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+  PyObject* args = message != NULL ? Py_BuildValue("(iN)", (int)status, message) : NULL;
+  if (args == NULL) return NULL;
+  PyErr_SetObject(state->refusal_type, args);
+  Py_DECREF(args);
+  return NULL;
+}
+
+PyObject* dlbpy_as_refusal(dlbpy_state* state) {
+  if (state->error_type == NULL || state->refusal_type == NULL || PyErr_Occurred() != state->error_type) return NULL;
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  PyObject* status = value != NULL ? PyObject_GetAttrString(value, "status") : NULL;
+  PyObject* message = value != NULL ? PyObject_GetAttrString(value, "message") : NULL;
+  PyObject* refusal = status != NULL && message != NULL
+                          ? PyObject_CallFunctionObjArgs(state->refusal_type, status, message, NULL)
+                          : NULL;
+  Py_XDECREF(status);
+  Py_XDECREF(message);
+  if (refusal == NULL) { /* left as it was */
+    PyErr_Clear();
+    PyErr_Restore(type, value, trace);
+    return NULL;
+  }
+  PyObject* cause = PyException_GetCause(value);
+  if (cause != NULL) PyException_SetCause(refusal, cause); /* steals */
+  PyObject* context = PyException_GetContext(value);
+  if (context != NULL) PyException_SetContext(refusal, context); /* steals */
+  if (trace != NULL) PyException_SetTraceback(refusal, trace);
+  Py_DECREF(value);
+  Py_XDECREF(type);
+  Py_INCREF(state->refusal_type);
+  PyErr_Restore(state->refusal_type, refusal, trace);
+  return NULL;
+}
+
+/* Raises RefusalError (`type` NULL; ValueError when `type` is ValueError)
+ * with `status` and `text`, and `cause` (stolen) as its __cause__.
  * Returns NULL. */
 static PyObject* raise_caused(PyObject* type, dlb_status status, const char* text, PyObject* cause) {
-  if (type == NULL) dlbpy_raise_error(status, text);
-  else PyErr_Format(type, "%s: %s", dlb_status_name(status), text);
+  dlbpy_raise_refusal(type == PyExc_ValueError ? DLB_ERR_INVALID_ARGUMENT : status, text);
   PyObject *t, *v, *tb;
   PyErr_Fetch(&t, &v, &tb);
   PyErr_NormalizeException(&t, &v, &tb);
@@ -482,16 +777,24 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
     Py_XDECREF(value);
     return PyErr_NoMemory();
   }
-  char why[400];
+  char why[600];
   char text[2000];
   dlb_status s = read_layout(obj, st, why, sizeof why);
-  if (s == DLB_ERR_UNSUPPORTED_LAYOUT && policy != DLB_COPY_NEVER) {
-    /* No shape or dtype of its own (a pyarrow array): its __array__() says. */
-    PyObject* host = PyObject_HasAttrString(obj, "__array__") ? PyObject_CallMethod(obj, "__array__", NULL) : NULL;
-    if (host != NULL) {
+  if (s == DLB_ERR_UNSUPPORTED_LAYOUT && policy != DLB_COPY_NEVER && PyObject_HasAttrString(obj, "__array__")) {
+    /* No shape or dtype of its own (a pyarrow array): its __array__() says,
+     * checked against what it declares of its element type. */
+    PyObject* host = PyObject_CallMethod(obj, "__array__", NULL);
+    char subclass[120];
+    if (host != NULL && ndarray_subclass(host, subclass, sizeof subclass)) {
+      snprintf(why, sizeof why, "it contradicts itself: __array__() gave a %s, a subclass of numpy.ndarray, not an "
+               "ndarray", subclass);
+      Py_DECREF(host);
+      s = DLB_ERR_MALFORMED;
+    } else if (host != NULL) {
       s = read_layout(host, st, why, sizeof why);
       st->host = host;
-    } else if (PyErr_Occurred()) {
+      if (s == DLB_OK) s = check_declared(obj, st, why, sizeof why);
+    } else {
       char failed[420];
       PyObject *t2, *v2, *tb2;
       PyErr_Fetch(&t2, &v2, &tb2);
@@ -509,12 +812,21 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
       Py_XDECREF(v2);
       Py_XDECREF(tb2);
     }
+  } else if (s == DLB_ERR_UNSUPPORTED_LAYOUT && policy != DLB_COPY_NEVER &&
+             PyObject_HasAttrString(obj, "__array_interface__")) {
+    /* Neither, nor an __array__(): the interface carries shape and dtype. */
+    s = interface_layout(obj, st, why, sizeof why);
+  }
+  if (PyErr_Occurred()) { /* not a refusal: as it is */
+    cure_free(NULL, st);
+    Py_XDECREF(value);
+    return NULL;
   }
   if (s != DLB_OK) {
     /* No layout to copy by: the refusal, with that reason. */
     cure_free(NULL, st);
     snprintf(text, sizeof text, "%s; dlbridge cannot copy it to the host either: %s", refusal, why);
-    return raise_caused(policy == DLB_COPY_NEVER ? PyExc_BufferError : NULL, s, text, value);
+    return raise_caused(NULL, s, text, value);
   }
   Py_INCREF(obj);
   Py_INCREF(method);
@@ -550,7 +862,11 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
       Py_XDECREF(value);
       return NULL;
     }
-    if (st->failed) {
+    if (st->lied) {
+      snprintf(text, sizeof text, "%.600s; and the producer contradicts itself, so nothing was copied from it: %.600s",
+               refusal, st->lie);
+      s = DLB_ERR_MALFORMED;
+    } else if (st->failed) {
       snprintf(text, sizeof text, "%.600s; and no host copy could be made instead (%.1200s)", refusal, st->tried);
     } else {
       /* The planner's refusal (copy=False, a device a copy cannot reach),
@@ -559,8 +875,7 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
     }
     const int planner = !st->failed;
     dlb_buffer_release(refused); /* frees st */
-    PyObject* as = !planner ? NULL : s == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : PyExc_BufferError;
-    return raise_caused(as, s, text, value);
+    return raise_caused(planner && s == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : NULL, s, text, value);
   }
   dlb_buffer_release(refused);
   Py_XDECREF(value);
@@ -606,4 +921,110 @@ PyObject* dlbpy_refuse_without_dlpack(PyObject* obj) {
   PyErr_Format(PyExc_AttributeError, "%R does not implement the DLPack protocol (it has no __dlpack__)",
                (PyObject*)Py_TYPE(obj));
   return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Producer state a DLPack tensor cannot carry                              */
+/* ------------------------------------------------------------------------ */
+
+static const char* const kBitName[2] = {"conjugate", "negative"};
+
+int dlbpy_set_bits(dlbpy_state* state, PyObject* obj, unsigned type_bits) {
+  dlbpy_vectorcall_method_fn call = dlbpy_vectorcall_method();
+  int set = 0;
+  for (int i = 0; i < 2; ++i) {
+    if ((type_bits & (1u << i)) == 0) continue;
+    PyObject* name = state->cache.bit_query[i];
+    PyObject* answer = call != NULL ? call(name, &obj, 1, NULL) : PyObject_CallMethodObjArgs(obj, name, NULL);
+    const int truth = answer == Py_True ? 1 : answer == Py_False ? 0 : answer != NULL ? PyObject_IsTrue(answer) : -1;
+    Py_XDECREF(answer);
+    if (truth < 0) {
+      /* The query itself failed: the values cannot be established. */
+      PyObject *t, *v, *tb;
+      PyErr_Fetch(&t, &v, &tb);
+      PyErr_NormalizeException(&t, &v, &tb);
+      if (t != NULL && !is_refusal(t)) {
+        PyErr_Restore(t, v, tb);
+        return -1;
+      }
+      char what[420];
+      char text[600];
+      describe_exception(v, what, sizeof what);
+      PyObject* producer = class_name((PyObject*)Py_TYPE(obj));
+      snprintf(text, sizeof text, "%s.%s() raised %s: dlbridge cannot tell whether its %s bit is set",
+               producer != NULL ? PyUnicode_AsUTF8AndSize(producer, NULL) : "object",
+               PyUnicode_AsUTF8AndSize(name, NULL), what, kBitName[i]);
+      Py_XDECREF(producer);
+      Py_XDECREF(t);
+      Py_XDECREF(tb);
+      raise_caused(NULL, DLB_ERR_BACKEND, text, v);
+      return -1;
+    }
+    if (truth) set |= 1 << i;
+  }
+  return set;
+}
+
+PyObject* dlbpy_resolve_bits(dlbpy_state* state, PyObject* obj, unsigned set, const long long* device, int policy) {
+  PyObject* pname = class_name((PyObject*)Py_TYPE(obj));
+  const char* producer = pname != NULL ? PyUnicode_AsUTF8AndSize(pname, NULL) : NULL;
+  char bits[200] = "";
+  for (int i = 0; i < 2; ++i) {
+    if ((set & (1u << i)) == 0) continue;
+    const size_t used = strlen(bits);
+    snprintf(bits + used, sizeof bits - used, "%sits %s bit (%s() is True)", used ? " and " : "", kBitName[i],
+             PyUnicode_AsUTF8AndSize(state->cache.bit_query[i], NULL));
+  }
+  char text[800];
+  PyObject* result = NULL;
+  if (policy == DLB_COPY_NEVER) {
+    snprintf(text, sizeof text,
+             "%.100s has %s set: state a DLPack tensor cannot carry, so its memory holds other values than the "
+             "tensor; copy=False forbids the copy that resolves it (%s)",
+             producer != NULL ? producer : "the tensor", bits,
+             (set & DLBPY_BIT_CONJ) != 0 ? "resolve_conj()" : "resolve_neg()");
+    Py_XDECREF(pname);
+    return dlbpy_raise_refusal(DLB_ERR_NOT_ZERO_COPY, text);
+  }
+  /* The producer's own resolution: a new tensor holding the values. */
+  PyObject* resolved = obj;
+  Py_INCREF(resolved);
+  for (int i = 0; i < 2 && resolved != NULL; ++i) {
+    if ((set & (1u << i)) == 0) continue;
+    PyObject* next = PyObject_CallMethodObjArgs(resolved, state->cache.bit_resolve[i], NULL);
+    Py_DECREF(resolved);
+    resolved = next;
+    if (resolved == NULL) {
+      PyObject *t, *v, *tb;
+      PyErr_Fetch(&t, &v, &tb);
+      PyErr_NormalizeException(&t, &v, &tb);
+      if (t != NULL && !is_refusal(t)) {
+        PyErr_Restore(t, v, tb);
+        Py_XDECREF(pname);
+        return NULL;
+      }
+      char what[420];
+      describe_exception(v, what, sizeof what);
+      snprintf(text, sizeof text, "%.100s has %s set, and its %s() raised %s", producer != NULL ? producer : "the tensor",
+               bits, PyUnicode_AsUTF8AndSize(state->cache.bit_resolve[i], NULL), what);
+      Py_XDECREF(t);
+      Py_XDECREF(tb);
+      Py_XDECREF(pname);
+      return raise_caused(NULL, DLB_ERR_BACKEND, text, v);
+    }
+  }
+  const int left = dlbpy_set_bits(state, resolved, dlbpy_exchange_type_bits(state, (PyObject*)Py_TYPE(resolved)));
+  if (left != 0 || resolved == obj) {
+    if (left >= 0) {
+      snprintf(text, sizeof text, "%.100s has %s set, and its resolve_conj() / resolve_neg() gave %s",
+               producer != NULL ? producer : "the tensor", bits,
+               resolved == obj ? "the same tensor back" : "a tensor with a bit still set");
+      dlbpy_raise_refusal(DLB_ERR_BACKEND, text);
+    }
+  } else {
+    result = dlbpy_from_dlpack_fresh(state, resolved, device);
+  }
+  Py_DECREF(resolved);
+  Py_XDECREF(pname);
+  return result;
 }

@@ -149,7 +149,14 @@ typedef dlbpy_cache_entry cache_entry;
 int dlbpy_exchange_cache_init(dlbpy_exchange_cache* cache) {
   cache->attr_name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   cache->attr_name_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
-  return cache->attr_name != NULL && cache->attr_name_old != NULL ? 0 : -1;
+  cache->bit_query[0] = PyUnicode_InternFromString("is_conj");
+  cache->bit_query[1] = PyUnicode_InternFromString("is_neg");
+  cache->bit_resolve[0] = PyUnicode_InternFromString("resolve_conj");
+  cache->bit_resolve[1] = PyUnicode_InternFromString("resolve_neg");
+  return cache->attr_name != NULL && cache->attr_name_old != NULL && cache->bit_query[0] != NULL &&
+                 cache->bit_query[1] != NULL && cache->bit_resolve[0] != NULL && cache->bit_resolve[1] != NULL
+             ? 0
+             : -1;
 }
 
 void dlbpy_exchange_cache_clear(dlbpy_exchange_cache* cache) {
@@ -160,6 +167,10 @@ void dlbpy_exchange_cache_clear(dlbpy_exchange_cache* cache) {
   }
   Py_CLEAR(cache->attr_name);
   Py_CLEAR(cache->attr_name_old);
+  for (int i = 0; i < 2; ++i) {
+    Py_CLEAR(cache->bit_query[i]);
+    Py_CLEAR(cache->bit_resolve[i]);
+  }
 }
 
 int dlbpy_exchange_cache_traverse(dlbpy_exchange_cache* cache, visitproc visit, void* arg) {
@@ -254,14 +265,34 @@ static int lookup_fixed(PyObject* type) {
   return mro_immutable((PyTypeObject*)type) && mro_immutable(Py_TYPE(type));
 }
 
-/* 1 with *api set, 0 when type has no usable table, -1 on error. */
-static int table_for(dlbpy_exchange_cache* cache, PyObject* type, const DLPackExchangeAPI** api) {
+/* The DLBPY_BIT_* queries (is_conj, is_neg) `type` has; never fails. */
+static unsigned bits_of_type(dlbpy_exchange_cache* cache, PyObject* type) {
+  unsigned bits = 0;
+  for (int i = 0; i < 2; ++i) {
+    if (PyObject_HasAttr(type, cache->bit_query[i])) bits |= 1u << i;
+  }
+  return bits;
+}
+
+unsigned dlbpy_exchange_type_bits(dlbpy_state* state, PyObject* type) {
+  const cache_entry* e = find_entry(&state->cache, type);
+  return e != NULL ? e->bits : bits_of_type(&state->cache, type);
+}
+
+/* 1 with *api set, 0 when type has no usable table, -1 on error; *bits
+ * the type's DLBPY_BIT_* queries either way (0 on error). */
+static int table_for(dlbpy_exchange_cache* cache, PyObject* type, const DLPackExchangeAPI** api, unsigned* bits) {
+  *bits = 0;
   cache_entry* e = find_entry(cache, type);
   if (e != NULL && e->fixed) {
     *api = e->api;
+    *bits = e->bits;
     return e->api != NULL;
   }
-  if (e != NULL && e->capsule == NULL && --e->recheck > 0) return 0;
+  if (e != NULL && e->capsule == NULL && --e->recheck > 0) {
+    *bits = e->bits;
+    return 0;
+  }
   PyObject* capsule = NULL;
   if (lookup_capsule(cache, type, &capsule) != 0) return -1;
   /* The lookup may have run Python code that used the cache: find again. */
@@ -269,10 +300,12 @@ static int table_for(dlbpy_exchange_cache* cache, PyObject* type, const DLPackEx
   if (e != NULL && e->capsule == capsule && capsule != NULL) {
     Py_DECREF(capsule);
     *api = e->api;
+    *bits = e->bits;
     return e->api != NULL;
   }
   /* A type not cached yet, or its attribute changed. */
   const int fixed = lookup_fixed(type); /* before the entry is chosen: it reads attributes */
+  const unsigned type_bits = bits_of_type(cache, type);
   e = find_entry(cache, type);
   if (e == NULL) e = free_entry(cache, type);
   const DLPackExchangeAPI* found = capsule != NULL ? usable_table(capsule) : NULL;
@@ -284,17 +317,19 @@ static int table_for(dlbpy_exchange_cache* cache, PyObject* type, const DLPackEx
   e->api = found;
   e->recheck = kNegativeRecheck;
   e->fixed = fixed;
+  e->bits = type_bits;
   Py_XDECREF(old_capsule);
   Py_XDECREF(old_type);
   *api = found;
+  *bits = type_bits;
   return found != NULL;
 }
 
 PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const long long* device, int policy,
-                                     int* handled) {
+                                     int fresh, int* handled, unsigned* bits) {
   *handled = 0;
   const DLPackExchangeAPI* api = NULL;
-  const int found = table_for(&state->cache, (PyObject*)Py_TYPE(obj), &api);
+  const int found = table_for(&state->cache, (PyObject*)Py_TYPE(obj), &api, bits);
   if (found < 0) {
     *handled = 1;
     return NULL;
@@ -305,6 +340,14 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
       (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
     PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
     return NULL;
+  }
+  /* State the table's tensor cannot carry (torch's conjugate and negative
+   * bits, which its table does not check): resolved by a copy, or
+   * refused. */
+  if (*bits != 0 && !fresh) {
+    const int set = dlbpy_set_bits(state, obj, *bits);
+    if (set < 0) return NULL;
+    if (set > 0) return dlbpy_resolve_bits(state, obj, (unsigned)set, device, policy);
   }
 
   DLManagedTensorVersioned* tensor = NULL;
@@ -325,16 +368,17 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
         Py_XDECREF(value);
         Py_XDECREF(trace);
         *handled = 0;
+        *bits = 0; /* asked already: none is set */
         return NULL;
       }
       PyErr_Restore(type, value, trace);
     }
     return NULL;
   }
-  if (tensor == NULL) {
-    PyErr_SetString(PyExc_BufferError, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
-    return NULL;
-  }
+  if (tensor == NULL) return dlbpy_raise_refusal(DLB_ERR_MALFORMED, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
+  /* A new tensor only this call holds (a producer's resolve_conj()) is the
+   * consumer's alone: a copy, as IS_COPIED says. */
+  if (fresh && tensor->version.major == 1) tensor->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
   /* No synchronisation was asked for: device memory is ordered before the
    * producer's current work stream (NULL, the legacy default stream, when
    * the producer has no say), which the buffer then carries. */
@@ -370,30 +414,7 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     PyErr_Restore(type, value, trace);
     return NULL;
   }
-
-  if (device != NULL || policy != DLB_COPY_IF_NEEDED) {
-    /* device= and copy= on what the producer gave, decided by the library
-     * as it decides them for an export. */
-    dlb_export_options options;
-    dlb_export_options_init(&options);
-    options.copy = policy;
-    if (device != NULL) {
-      options.has_target_device = 1;
-      const int32_t device_type = (int32_t)device[0];
-      memcpy(&options.target_device.device_type, &device_type, sizeof device_type);
-      options.target_device.device_id = (int32_t)device[1];
-    }
-    dlb_buffer* resolved = NULL;
-    const dlb_status r = dlb_buffer_resolve(buffer, &options, &resolved);
-    if (r != DLB_OK) {
-      char text[512];
-      snprintf(text, sizeof text, "%s: %s", dlb_status_name(r), dlb_last_error_message());
-      dlb_buffer_release(buffer);
-      PyErr_SetString(PyExc_BufferError, text);
-      return NULL;
-    }
-    dlb_buffer_release(buffer);
-    buffer = resolved;
-  }
-  return dlbpy_tensor_new_in(state, buffer);
+  /* device= and copy= on what the producer gave: the one rule of
+   * dlbpy_deliver. */
+  return dlbpy_deliver(state, buffer, device, policy);
 }

@@ -21,6 +21,7 @@ typedef struct dlbpy_cache_entry {
   const DLPackExchangeAPI* api; /* NULL: none usable (fall back) */
   int recheck;       /* exchanges left before a type without a table is looked at again */
   int fixed;         /* the lookup cannot give another answer: never repeated */
+  unsigned bits;     /* DLBPY_BIT_*: the producer-state queries the type has (is_conj, is_neg) */
 } dlbpy_cache_entry;
 
 /* The module state's cache of exchange tables: bounded (DLBPY_CACHE_SLOTS
@@ -31,7 +32,13 @@ typedef struct dlbpy_exchange_cache {
   unsigned evict;          /* which probe a full neighbourhood gives up next */
   PyObject* attr_name;     /* "__dlpack_c_exchange_api__" */
   PyObject* attr_name_old; /* "__c_dlpack_exchange_api__" */
+  PyObject* bit_query[2];  /* "is_conj", "is_neg": producer state DLPack cannot carry (_cure.c) */
+  PyObject* bit_resolve[2]; /* "resolve_conj", "resolve_neg" */
 } dlbpy_exchange_cache;
+
+/* Producer state a DLPack tensor cannot carry, each bit a query method a
+ * producer type may have (torch: is_conj(), is_neg()); see _cure.c. */
+enum { DLBPY_BIT_CONJ = 1u, DLBPY_BIT_NEG = 2u };
 
 /* Fills the names; 0, or -1 with an exception set. */
 int dlbpy_exchange_cache_init(dlbpy_exchange_cache* cache);
@@ -48,15 +55,24 @@ PyObject* dlbpy_exchange_capsule(void);
 
 /* dlbridge.from_dlpack(obj, device=, copy=) through the exchange table of
  * type(obj), when it has a usable one. `device` is NULL or the requested
- * (device_type, device_id); `policy` a dlb_copy_policy.
+ * (device_type, device_id); `policy` a dlb_copy_policy, delivered by
+ * dlbpy_deliver. `fresh`: obj is a new tensor only this call holds (a
+ * producer's resolve_conj()), imported as a copy.
  *
+ * A producer whose state DLPack cannot carry (its is_conj() or is_neg()
+ * true) is answered by dlbpy_resolve_bits (_cure.c), with *handled 1.
  * *handled is set to 0 when type(obj) publishes no table dlbridge can use
  * (none, a capsule of another name, no 1.x table along prev_api, a NULL
  * managed_tensor_from_py_object_no_sync): the caller falls back to
- * __dlpack__, and nothing was called or allocated. Otherwise *handled is 1
- * and the result is a new dlbridge.Tensor, or NULL with the exception set
- * (the producer's own when its function failed). */
+ * __dlpack__, nothing was allocated, and *bits says which DLBPY_BIT_*
+ * queries type(obj) has (the caller asks them before __dlpack__).
+ * Otherwise *handled is 1 and the result is a new dlbridge.Tensor, or NULL
+ * with the exception set (the producer's own when its function failed). */
 PyObject* dlbpy_exchange_from_dlpack(struct dlbpy_state* state, PyObject* obj, const long long* device,
-                                     int policy, int* handled);
+                                     int policy, int fresh, int* handled, unsigned* bits);
+
+/* The DLBPY_BIT_* queries `type` has (its entry's when the cache has one,
+ * else looked up now); never fails. */
+unsigned dlbpy_exchange_type_bits(struct dlbpy_state* state, PyObject* type);
 
 #endif /* DLBRIDGE_PYTHON_EXCHANGE_H_ */

@@ -43,6 +43,7 @@ typedef struct dlbpy_state {
   PyObject* exchange_base;     /* CPython 3.10, 3.11: the base class holding the table */
   PyObject* exchange_capsule;  /* the table's capsule */
   PyObject* error_type;        /* dlbridge.Error, set by register(); NULL before */
+  PyObject* refusal_type;      /* dlbridge.RefusalError (Error and BufferError), set by register() */
   PyObject* protocol_of;       /* dict: producer type -> True (legacy) / False (1.x) */
   PyObject* str_dlpack;        /* "__dlpack__" */
   PyObject* max_version;       /* (DLB_DLPACK_MAJOR, DLB_DLPACK_MINOR) */
@@ -133,8 +134,11 @@ int dlbpy_import_capsule(PyObject* capsule, int64_t stream, dlb_buffer** out);
 /* A capsule in as a new buffer, the caller's (NULL with the exception
  * set), the capsule dropped afterwards with the exception kept aside (a
  * refused capsule's destructor may run Python code). Steals `capsule`.
- * The capsule layer makes buffers; tensors are made by their callers. */
-dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream);
+ * `dl_flags`: DLPack flags added to a versioned tensor's own
+ * (DLPACK_FLAG_BITMASK_IS_COPIED for a tensor known to be a new one);
+ * ignored for a legacy one, which has none. The capsule layer makes
+ * buffers; tensors are made by their callers. */
+dlb_buffer* dlbpy_capsule_to_buffer(PyObject* capsule, int64_t stream, uint64_t dl_flags);
 
 /* A DLPack 1.x managed tensor (major version 1) in as a buffer: CUDA memory
  * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) through dlb_cuda_import_versioned
@@ -163,6 +167,53 @@ extern const char dlbpy_from_dlpack_doc[];
 PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int modern, const long long* device,
                      int policy, const char* called);
 
+/* Raises dlbridge.RefusalError(status, text) (a BufferError and a
+ * dlbridge.Error; BufferError "STATUS: text" before register()), the class
+ * of from_dlpack's refusals; ValueError "STATUS: text" for
+ * DLB_ERR_INVALID_ARGUMENT (a bad argument, not a refusal). NULL. */
+PyObject* dlbpy_raise_refusal(dlb_status status, const char* text);
+
+/* from_dlpack's exception, if it is a plain dlbridge.Error (a failure of
+ * the library on the producer's tensor: a malformed capsule, a dtype or
+ * device it refuses), as the dlbridge.RefusalError it is, with the same
+ * status, message, __cause__ and traceback. Returns NULL. */
+PyObject* dlbpy_as_refusal(dlbpy_state* state);
+
+/* The one rule of what from_dlpack hands over (_consumer.c): `buffer`
+ * (consumed) as the consumer's device and copy policy ask. With
+ * DLB_COPY_ALWAYS a buffer that is not a copy (DLB_BUFFER_COPIED: a
+ * versioned import with IS_COPIED, a copy the library made) is copied:
+ * a producer that ignored copy=True, or answered with a legacy capsule,
+ * which cannot say, does not hand over its memory. A device, and
+ * copy=False, as dlb_buffer_resolve decides them. A new tensor, or NULL
+ * with RefusalError (ValueError for a bad device) set. */
+PyObject* dlbpy_deliver(dlbpy_state* state, dlb_buffer* buffer, const long long* device, int policy);
+
+/* from_dlpack of a new tensor only this call holds (what a producer's
+ * resolve_conj() returned), imported as a copy (copied True; a legacy
+ * capsule, which cannot say so, is copied) and delivered to `device`. */
+PyObject* dlbpy_from_dlpack_fresh(dlbpy_state* state, PyObject* obj, const long long* device);
+
+/* PyObject_VectorcallMethod where the running interpreter has it (see
+ * _consumer.c), else NULL. */
+typedef PyObject* (*dlbpy_vectorcall_method_fn)(PyObject* name, PyObject* const* args, size_t nargsf,
+                                                PyObject* kwnames);
+dlbpy_vectorcall_method_fn dlbpy_vectorcall_method(void);
+
+/* ---- producer state DLPack cannot carry (_cure.c) ---------------------- */
+
+/* Which of the DLBPY_BIT_* queries `type_bits` names are true of obj
+ * (obj.is_conj(), obj.is_neg()): the set bits, 0, or -1 with an exception
+ * set (a query that raised, or answered something not a bool). */
+int dlbpy_set_bits(dlbpy_state* state, PyObject* obj, unsigned type_bits);
+
+/* from_dlpack of obj whose state DLPack cannot carry (`set`, DLBPY_BIT_*):
+ * under copy=False a RefusalError (DLB_ERR_NOT_ZERO_COPY) naming each bit;
+ * otherwise the producer's own resolve_conj() / resolve_neg(), imported as
+ * a copy (dlbpy_from_dlpack_fresh). A new tensor, or NULL with the
+ * exception set. */
+PyObject* dlbpy_resolve_bits(dlbpy_state* state, PyObject* obj, unsigned set, const long long* device, int policy);
+
 /* Whether the exception set is a refusal of the array by the rule above
  * (an Exception, not MemoryError or RecursionError): 1 or 0, the exception
  * left set. The exchange-table path asks it before it hands a refused
@@ -187,6 +238,11 @@ extern const char dlbpy_from_buffer_doc[];
 /* A buffer (a new reference in *out, 0) over obj's buffer protocol, or -1
  * with dlbridge.Error set. */
 int dlbpy_buffer_of(PyObject* obj, dlb_buffer** out);
+
+/* The same, also over a buffer of big-endian elements (format '>' or '!'),
+ * with *swapped set to 1 (0 for native order): for a copy that converts
+ * them (the cure), never for a view. */
+int dlbpy_buffer_of_any_order(PyObject* obj, dlb_buffer** out, int* swapped);
 
 /* ---- sharing with other processes (_share.c) -------------------------- */
 

@@ -111,18 +111,33 @@ static PyObject* glue_library_path(PyObject* module, PyObject* unused) {
   return PyUnicode_DecodeFSDefault(info.dli_fname);
 }
 
-/* register(error_class): the exception class (dlbridge.Error, defined in
- * Python) that library failures raise. */
-static PyObject* glue_register(PyObject* module, PyObject* arg) {
-  if (!PyType_Check(arg) || !PyType_IsSubtype((PyTypeObject*)arg, (PyTypeObject*)PyExc_Exception)) {
-    PyErr_SetString(PyExc_TypeError, "register(error_class): an Exception subclass");
+/* register(error_class, refusal_class): the exception classes (defined in
+ * Python) that library failures raise: dlbridge.Error, and
+ * dlbridge.RefusalError (a subclass of it and of BufferError) for
+ * from_dlpack's refusals. */
+static PyObject* glue_register(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (nargs > 2 || !PyType_Check(args[i]) || !PyType_IsSubtype((PyTypeObject*)args[i], (PyTypeObject*)PyExc_Exception) ||
+        (i == 1 && (!PyType_IsSubtype((PyTypeObject*)args[1], (PyTypeObject*)args[0]) ||
+                    !PyType_IsSubtype((PyTypeObject*)args[1], (PyTypeObject*)PyExc_BufferError)))) {
+      PyErr_SetString(PyExc_TypeError, "register(error_class, refusal_class=None): Exception subclasses, "
+                                       "the second one a subclass of the first and of BufferError");
+      return NULL;
+    }
+  }
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "register(error_class, refusal_class=None) takes 1 or 2 arguments");
     return NULL;
   }
   dlbpy_state* state = (dlbpy_state*)PyModule_GetState(module);
   PyObject* old_error = state->error_type;
-  Py_INCREF(arg);
-  state->error_type = arg;
+  PyObject* old_refusal = state->refusal_type;
+  Py_INCREF(args[0]);
+  state->error_type = args[0];
+  state->refusal_type = nargs > 1 ? args[1] : NULL;
+  Py_XINCREF(state->refusal_type);
   Py_XDECREF(old_error);
+  Py_XDECREF(old_refusal);
   Py_RETURN_NONE;
 }
 
@@ -154,7 +169,8 @@ static PyObject* glue_device_info(PyObject* module, PyObject* arg) {
 /* ------------------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
-    {"register", glue_register, METH_O, "register(error_class)"},
+    {"register", (PyCFunction)(void (*)(void))glue_register, METH_FASTCALL,
+     "register(error_class, refusal_class=None)"},
     {"empty", (PyCFunction)(void (*)(void))glue_empty, METH_FASTCALL,
      "empty(shape, dtype_name) -> Tensor"},
     {"from_buffer", dlbpy_from_buffer, METH_O, dlbpy_from_buffer_doc},
@@ -199,6 +215,7 @@ static int glue_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(state->exchange_base);
   Py_VISIT(state->exchange_capsule);
   Py_VISIT(state->error_type);
+  Py_VISIT(state->refusal_type);
   Py_VISIT(state->protocol_of);
   Py_VISIT(state->max_version_kwargs);
   return dlbpy_exchange_cache_traverse(&state->cache, visit, arg);
@@ -211,6 +228,7 @@ static int glue_clear(PyObject* module) {
   Py_CLEAR(state->exchange_base);
   Py_CLEAR(state->exchange_capsule);
   Py_CLEAR(state->error_type);
+  Py_CLEAR(state->refusal_type);
   Py_CLEAR(state->protocol_of);
   Py_CLEAR(state->str_dlpack);
   Py_CLEAR(state->max_version);

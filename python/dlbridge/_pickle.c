@@ -11,14 +11,18 @@
  *                  buffer out of band; without one, pickle writes it in-band.
  *
  * The header is (version, code, bits, lanes, shape, strides, read_only),
- * strides in elements. tensor_from_pickle(header, buffer) lays a tensor
- * over the buffer it is given, without copying, and holds the buffer's
- * export (so its owner) until the tensor and its exports are gone. The
- * header is checked by the library (dlb_layout_describe: dtype, extents,
- * overflow) and then against the buffer: its size must be the layout's
- * compact size, and every element the strides reach must lie inside it.
- * A read-only buffer (Ray's object store) or a read-only header gives a
- * read-only tensor.
+ * strides in elements: version 1; a tensor of padded sub-byte elements
+ * (DLB_BUFFER_SUBBYTE_PADDED, one byte each: the int4 the cure makes from
+ * JAX) adds an eighth field, padded (True), as version 2, which a reader
+ * of version 1 refuses rather than misread. tensor_from_pickle(header,
+ * buffer) lays a tensor over the buffer it is given, without copying, and
+ * holds the buffer's export (so its owner) until the tensor and its
+ * exports are gone. The header is checked by the library
+ * (dlb_layout_describe_flags: dtype, extents, overflow, and the byte size
+ * rule of padded elements) and then against the buffer: its size must be
+ * the layout's compact size, and every element the strides reach must lie
+ * inside it. A read-only buffer (Ray's object store) or a read-only header
+ * gives a read-only tensor.
  *
  * Compiled with _buffer.c against the 3.11 limited API (buffer protocol:
  * PyObject_GetBuffer, Py_bf_getbuffer); see there for CPython 3.10.
@@ -32,7 +36,8 @@
 #error "_pickle.c is built against the CPython 3.11 limited API (-DPy_LIMITED_API=0x030B0000)"
 #endif
 
-#define PICKLE_VERSION 1
+#define PICKLE_VERSION 1        /* the header of every tensor but padded sub-byte ones */
+#define PICKLE_VERSION_PADDED 2 /* with an eighth field: padded */
 #define HEADER_FIELDS 7
 
 /* ---- the memory handed out: a buffer exporter holding a dlb_buffer ------ */
@@ -115,11 +120,12 @@ static PyObject* int_tuple(int32_t n, const int64_t* values) {
 
 static PyObject* reduce_out_of_band(PyObject* module, dlb_buffer* buffer) {
   const int read_only = (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  const uint64_t padded = dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED;
   DLTensor t;
   dlb_layout_info layout;
   layout.struct_size = sizeof layout;
   dlb_status s = dlb_buffer_dltensor(buffer, &t);
-  if (s == DLB_OK) s = dlb_layout_describe(&t, &layout);
+  if (s == DLB_OK) s = dlb_layout_describe_flags(&t, padded, &layout);
   if (s != DLB_OK) return dlbpy_raise_status(s);
   dlb_buffer* host = NULL;
   if (t.device.device_type == kDLCPU && layout.contiguous && !(dlb_buffer_flags(buffer) & DLB_BUFFER_DELETED)) {
@@ -148,7 +154,10 @@ static PyObject* reduce_out_of_band(PyObject* module, dlb_buffer* buffer) {
   if (stride_tuple == NULL) dlb_buffer_release(host); /* else pickle_buffer_of took it */
   PyObject* rebuild = memory != NULL ? PyObject_GetAttrString(module, "tensor_from_pickle") : NULL;
   PyObject* result = NULL;
-  if (rebuild != NULL)
+  if (rebuild != NULL && padded)
+    result = Py_BuildValue("(O((iiiiOOOO)O))", rebuild, PICKLE_VERSION_PADDED, (int)t.dtype.code, (int)t.dtype.bits,
+                           (int)t.dtype.lanes, shape, stride_tuple, read_only ? Py_True : Py_False, Py_True, memory);
+  else if (rebuild != NULL)
     result = Py_BuildValue("(O((iiiiOOO)O))", rebuild, PICKLE_VERSION, (int)t.dtype.code, (int)t.dtype.bits,
                            (int)t.dtype.lanes, shape, stride_tuple, read_only ? Py_True : Py_False, memory);
   Py_XDECREF(rebuild);
@@ -230,12 +239,16 @@ PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_s
   PyObject* version = PyTuple_GetItem(header, 0);
   const long v = PyLong_Check(version) ? PyLong_AsLong(version) : -1;
   if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-  if (v != PICKLE_VERSION)
-    return fail(DLB_ERR_VERSION, "tensor_from_pickle: a header of version %lld; this dlbridge reads version %lld",
+  if (v != PICKLE_VERSION && v != PICKLE_VERSION_PADDED)
+    return fail(DLB_ERR_VERSION, "tensor_from_pickle: a header of version %lld; this dlbridge reads versions %lld and 2",
                 (long long)v, PICKLE_VERSION);
-  if (PyTuple_Size(header) != HEADER_FIELDS)
-    return fail(DLB_ERR_MALFORMED, "tensor_from_pickle: a version 1 header has %lld fields, not %lld",
-                HEADER_FIELDS, (long long)PyTuple_Size(header));
+  const Py_ssize_t fields = v == PICKLE_VERSION ? HEADER_FIELDS : HEADER_FIELDS + 1;
+  if (PyTuple_Size(header) != fields) {
+    char text[160];
+    snprintf(text, sizeof text, "tensor_from_pickle: a version %ld header has %lld fields, not %lld", v,
+             (long long)fields, (long long)PyTuple_Size(header));
+    return dlbpy_raise_error(DLB_ERR_MALFORMED, text);
+  }
   long dt[3];
   for (int i = 0; i < 3; ++i) {
     PyObject* field = PyTuple_GetItem(header, 1 + i);
@@ -260,6 +273,9 @@ PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_s
     return NULL;
   const int header_read_only = PyObject_IsTrue(PyTuple_GetItem(header, 6));
   if (header_read_only < 0) return NULL;
+  const int padded = v == PICKLE_VERSION_PADDED ? PyObject_IsTrue(PyTuple_GetItem(header, 7)) : 0;
+  if (padded < 0) return NULL;
+  const uint64_t layout_flags = padded ? DLB_BUFFER_SUBBYTE_PADDED : 0;
 
   DLTensor t;
   t.data = NULL;
@@ -274,7 +290,8 @@ PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_s
   t.byte_offset = 0;
   dlb_layout_info layout;
   layout.struct_size = sizeof layout;
-  dlb_status s = dlb_layout_describe(&t, &layout); /* dtype, extents, overflow */
+  /* dtype, extents, overflow, and the byte size of padded elements */
+  dlb_status s = dlb_layout_describe_flags(&t, layout_flags, &layout);
   if (s != DLB_OK) return dlbpy_raise_status(s);
 
   Py_buffer* view = (Py_buffer*)calloc(1, sizeof *view);
@@ -312,7 +329,7 @@ PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_s
     return dlbpy_raise_error(status, refusal);
   }
   t.data = view->buf;
-  const uint64_t flags = (header_read_only || view->readonly) ? DLB_BUFFER_READ_ONLY : 0;
+  const uint64_t flags = ((header_read_only || view->readonly) ? DLB_BUFFER_READ_ONLY : 0) | layout_flags;
   dlb_buffer* buffer = NULL;
   s = dlb_buffer_wrap(&t, flags, release_view, view, &buffer);
   if (s != DLB_OK) {

@@ -302,8 +302,12 @@ PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor) {
     if (extent == NULL || PyTuple_SetItem(shape, i, extent) != 0) Py_CLEAR(shape);
   }
   const int read_only = (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0;
+  const int padded = (dlb_buffer_flags(host) & DLB_BUFFER_SUBBYTE_PADDED) != 0;
   PyObject* result = NULL;
-  if (shape != NULL)
+  if (shape != NULL && padded) /* a fifth item, padded, only where it is true */
+    result = Py_BuildValue("(OO(iii)OO)", data, shape, (int)t.dtype.code, (int)t.dtype.bits, (int)t.dtype.lanes,
+                           read_only ? Py_True : Py_False, Py_True);
+  else if (shape != NULL)
     result = Py_BuildValue("(OO(iii)O)", data, shape, (int)t.dtype.code, (int)t.dtype.bits, (int)t.dtype.lanes,
                            read_only ? Py_True : Py_False);
   Py_XDECREF(data);
@@ -312,7 +316,7 @@ PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor) {
   return result;
 }
 const char dlbpy_tensor_payload_doc[] =
-    "tensor_payload(tensor, /) -> (bytes, shape, (code, bits, lanes), read_only)\n--\n\n"
+    "tensor_payload(tensor, /) -> (bytes, shape, (code, bits, lanes), read_only[, padded])\n--\n\n"
     "The tensor's elements as compact row-major bytes (copied to the host with\n"
     "dlb_buffer_to_host), with what tensor_from_payload needs to make a tensor of\n"
     "them again: plain pickling's reduction.";
@@ -320,8 +324,8 @@ const char dlbpy_tensor_payload_doc[] =
 static void release_inner(void* inner) { dlb_buffer_release((dlb_buffer*)inner); }
 
 PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "tensor_from_payload() takes data, shape, dtype and read_only");
+  if (nargs != 4 && nargs != 5) {
+    PyErr_SetString(PyExc_TypeError, "tensor_from_payload() takes data, shape, dtype, read_only and padded");
     return NULL;
   }
   char* data = NULL;
@@ -348,10 +352,24 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
   }
   const int read_only = PyObject_IsTrue(args[3]);
   if (read_only < 0) return NULL;
+  const int padded = nargs == 5 ? PyObject_IsTrue(args[4]) : 0;
+  if (padded < 0) return NULL;
   const DLDevice cpu = {kDLCPU, 0};
   const DLDataType dtype = {(uint8_t)dt[0], (uint8_t)dt[1], (uint16_t)dt[2]};
   dlb_buffer* buffer = NULL;
-  dlb_status s = dlb_buffer_alloc(cpu, dtype, (int32_t)ndim, shape, &buffer);
+  dlb_status s;
+  if (padded) {
+    /* Padded sub-byte elements (one byte each): the bytes seen as such a
+     * tensor, and the library's copy of it (its byte size rule decides). */
+    DLTensor v = {data, cpu, (int32_t)ndim, dtype, ndim > 0 ? shape : NULL, NULL, 0};
+    dlb_buffer* view = NULL;
+    s = dlb_buffer_wrap(&v, DLB_BUFFER_SUBBYTE_PADDED, NULL, NULL, &view);
+    if (s == DLB_OK && dlb_buffer_nbytes(view) == (uint64_t)size) s = dlb_buffer_to_host(view, &buffer);
+    else if (s == DLB_OK) buffer = dlb_buffer_retain(view); /* the size check below refuses it */
+    dlb_buffer_release(view);
+  } else {
+    s = dlb_buffer_alloc(cpu, dtype, (int32_t)ndim, shape, &buffer);
+  }
   if (s != DLB_OK) return dlbpy_raise_status(s);
   if (dlb_buffer_nbytes(buffer) != (uint64_t)size) {
     char text[160];
@@ -362,10 +380,11 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
   }
   DLTensor t;
   s = dlb_buffer_dltensor(buffer, &t);
-  if (s == DLB_OK && size > 0) memcpy((char*)t.data + t.byte_offset, data, (size_t)size);
+  if (s == DLB_OK && size > 0 && !padded) memcpy((char*)t.data + t.byte_offset, data, (size_t)size);
   if (s == DLB_OK && read_only) { /* the same memory, read-only; the writable handle goes with it */
     dlb_buffer* frozen = NULL;
-    s = dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY, release_inner, buffer, &frozen);
+    s = dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY | (padded ? DLB_BUFFER_SUBBYTE_PADDED : 0), release_inner, buffer,
+                        &frozen);
     if (s == DLB_OK) buffer = frozen;
   }
   if (s != DLB_OK) {
@@ -375,5 +394,5 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
   return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);
 }
 const char dlbpy_tensor_from_payload_doc[] =
-    "tensor_from_payload(data, shape, dtype, read_only, /) -> Tensor\n--\n\n"
+    "tensor_from_payload(data, shape, dtype, read_only, padded=False, /) -> Tensor\n--\n\n"
     "A new host tensor holding a copy of tensor_payload()'s bytes.";

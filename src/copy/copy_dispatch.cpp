@@ -42,15 +42,15 @@ bool compact_streaming() noexcept { return g_compact_streaming.load(std::memory_
 
 template <std::size_t E>
 void copy_view(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-               Streaming nt, int isa) noexcept {
+               Streaming nt, int isa, std::size_t swap) noexcept {
   const int k = transpose_axis(v, e);
   if (k >= 0) {
-    copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa);
+    copy_transposed<E>(src, v, k, dst_pitch, dst, e, nt.tiles, isa, swap);
   } else {
     // The innermost stride is the same for every row: the rows are all
     // compact runs or all gathers.
     const bool compact = v.stride[v.n - 1] == static_cast<std::ptrdiff_t>(e);
-    copy_rows<E>(src, v, dst_pitch, dst, e, compact ? nt.compact : nt.rows, isa);
+    copy_rows<E>(src, v, dst_pitch, dst, e, compact ? nt.compact : nt.rows, isa, swap);
   }
 }
 
@@ -73,31 +73,37 @@ int transpose_axis(const View& v, std::size_t e) noexcept {
   return k;
 }
 
-void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept {
+void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa,
+                         std::size_t swap) noexcept {
   std::ptrdiff_t dst_pitch[kMaxDims];
   compact_pitches(v, e, dst_pitch);
-  copy_view_pitched(src, v, dst_pitch, dst, e, nt, isa);
+  copy_view_pitched(src, v, dst_pitch, dst, e, nt, isa, swap);
 }
 
 void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-                       Streaming nt, int isa) noexcept {
+                       Streaming nt, int isa, std::size_t swap) noexcept {
   if (v.n == 1 && v.stride[0] == static_cast<std::ptrdiff_t>(e)) {
-    copy_compact(dst, src, static_cast<std::size_t>(v.shape[0]) * e, nt.compact);
+    const std::size_t n = static_cast<std::size_t>(v.shape[0]) * e;
+    if (swap > 1) {
+      copy_compact_swapped(dst, src, n, nt.compact, swap, isa);
+    } else {
+      copy_compact(dst, src, n, nt.compact);
+    }
 #if defined(DLB_COPY_SSE2)
     if (nt.compact) _mm_sfence();
 #endif
     return;
   }
   switch (e) {
-    case 1: copy_view<1>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 2: copy_view<2>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 3: copy_view<3>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 4: copy_view<4>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 6: copy_view<6>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 8: copy_view<8>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 12: copy_view<12>(src, v, dst_pitch, dst, e, nt, isa); break;
-    case 16: copy_view<16>(src, v, dst_pitch, dst, e, nt, isa); break;
-    default: copy_view<0>(src, v, dst_pitch, dst, e, nt, isa); break;
+    case 1: copy_view<1>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 2: copy_view<2>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 3: copy_view<3>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 4: copy_view<4>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 6: copy_view<6>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 8: copy_view<8>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 12: copy_view<12>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    case 16: copy_view<16>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
+    default: copy_view<0>(src, v, dst_pitch, dst, e, nt, isa, swap); break;
   }
 #if defined(DLB_COPY_SSE2)
   // Streaming stores are weakly ordered: fence them before the copy counts

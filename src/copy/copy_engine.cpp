@@ -36,6 +36,13 @@
 //  4. The dimensions not handled by the kernel are walked by an odometer
 //     that keeps a running source offset; the destination only advances.
 //
+// A copy from memory in the other byte order (swap_unit > 1) is planned
+// as any other; its kernels reverse the bytes of each scalar on the way
+// (copy_swap.cpp): compact runs as they load and store, transposes in the
+// L1-resident scratch of each tile before its lines are written, gathered
+// rows right after each row is written (such rows are never streamed, so
+// that the row is still in the cache).
+//
 // Files: this one plans (steps 1, 2 and the streaming decision);
 // copy_dispatch.cpp chooses the kernel and the instruction-set level
 // (step 3); copy_rows.cpp holds the row kernels, copy_tiles.cpp the
@@ -120,6 +127,13 @@ void copy_by_index(const byte* src, std::int32_t ndim, const std::int64_t* shape
   }
 }
 
+// Bytes of the compact destination of a non-empty view.
+std::size_t total_bytes(std::int32_t ndim, const std::int64_t* shape, std::size_t e) noexcept {
+  std::size_t total = e;
+  for (std::int32_t d = 0; d < ndim; ++d) total *= static_cast<std::size_t>(shape[d]);
+  return total;
+}
+
 // A copy split into parts along one dimension of its view (`axis`: the
 // outermost one, or for a streamed transpose the innermost one): part p
 // copies the indices [p * chunk, min((p + 1) * chunk, shape[axis])) of it
@@ -134,6 +148,7 @@ struct SplitCopy {
   int axis;
   Streaming nt;
   int isa;
+  std::size_t swap_unit;
 };
 
 void run_split_part(void* ctx, int part) {
@@ -145,7 +160,7 @@ void run_split_part(void* ctx, int part) {
   View sub = *c.v;
   sub.shape[c.axis] = b - a;
   copy_view_pitched(c.src + a * c.v->stride[c.axis], sub, c.dst_pitch, c.dst + a * c.dst_pitch[c.axis], c.e, c.nt,
-                    c.isa);
+                    c.isa, c.swap_unit);
 }
 
 // How a streamed transpose is split along its innermost dimension (the
@@ -174,8 +189,10 @@ bool transpose_in_source_order() noexcept { return g_source_order.load(std::memo
 }  // namespace copy_detail
 
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, const std::int64_t* shape,
-                                const std::int64_t* strides, std::size_t elem_size, unsigned char* dst) noexcept {
+                                const std::int64_t* strides, std::size_t elem_size, unsigned char* dst,
+                                std::size_t swap_unit) noexcept {
   if (elem_size == 0) return;
+  const bool swap = swap_unit > 1;
   for (std::int32_t d = 0; d < ndim; ++d) {
     if (shape[d] == 0) return;
   }
@@ -195,6 +212,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
     }
     if (v.n == kMaxDims) {
       copy_by_index(src, ndim, shape, strides, elem_size, dst);
+      if (swap) swap_bytes(dst, total_bytes(ndim, shape, elem_size), swap_unit, current_isa());
       return;
     }
     v.shape[v.n] = shape[d];
@@ -204,6 +222,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
 
   if (v.n == 0) {  // 0-d, or only size-1 dimensions: one element.
     std::memcpy(dst, src, elem_size);
+    if (swap) swap_bytes(dst, elem_size, swap_unit, current_isa());
     return;
   }
   const std::size_t streaming = g_streaming_bytes.load(std::memory_order_relaxed);
@@ -219,7 +238,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
   if (threads > 1) {
     std::ptrdiff_t dst_pitch[kMaxDims];
     compact_pitches(v, elem_size, dst_pitch);
-    SplitCopy c{src, &v, dst_pitch, dst, elem_size, 0, 0, nt, isa};
+    SplitCopy c{src, &v, dst_pitch, dst, elem_size, 0, 0, nt, isa, swap_unit};
     RowSplit split{1, 0};
     if (const std::optional<RowSplit> cols = split_transpose_columns(v, elem_size, nt, threads)) {
       // A streamed transpose: parts of about one huge page of source rows
@@ -239,7 +258,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
       return;
     }
   }
-  copy_view_any_width(src, v, dst, elem_size, nt, isa);
+  copy_view_any_width(src, v, dst, elem_size, nt, isa, swap_unit);
 }
 
 namespace testing {

@@ -16,12 +16,18 @@ namespace dlb {
 //  - shape extents are >= 0; when any is 0 nothing is copied.
 //  - elem_size is the element size in bytes (>= 1).
 //  - dst holds product(shape) * elem_size bytes and does not overlap src.
+//  - swap_unit: 0 (or 1) copies the bytes as they are; 2, 4 or 8 reverses
+//    the bytes of every swap_unit-byte word of the destination (elem_size
+//    is a multiple of it): the source holds its scalars in the other byte
+//    order, and the destination gets them in the machine's. The kernels
+//    swap as they copy (copy_swap.cpp).
 // The caller has validated the view (no overflow of the byte extent).
 // Large copies are split among the copy threads (copy_pool.hpp). Never
 // throws, never allocates more than a fixed stack scratch.
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
                                 const std::int64_t* shape, const std::int64_t* strides,
-                                std::size_t elem_size, unsigned char* dst) noexcept;
+                                std::size_t elem_size, unsigned char* dst,
+                                std::size_t swap_unit = 0) noexcept;
 
 // Instruction-set levels of the copy kernels.
 constexpr int kCopyIsaScalar = 0;  // plain loads and stores

@@ -123,38 +123,45 @@ struct Streaming {
 // (whole 64-byte destination lines; the unaligned head and the tail
 // through memcpy).
 void copy_compact(byte* dst, const byte* src, std::size_t n, bool nt) noexcept;
+// The same, each `unit`-byte word's bytes reversed on the way (unit 2, 4
+// or 8; n a multiple of it) (copy_swap.cpp).
+void copy_compact_swapped(byte* dst, const byte* src, std::size_t n, bool nt, std::size_t unit, int isa) noexcept;
 // false once testing::set_compact_streaming turned streamed compact runs
 // off: the planner then leaves Streaming::compact unset (copy_dispatch.cpp).
 bool compact_streaming() noexcept;
 
 // The row kernels (copy_rows.cpp): every innermost run of v gathered into
 // its compact destination row. E is the element width (0: any width e).
+// swap > 1: each swap-byte word of the destination reversed (a source in
+// the other byte order; 0 for none).
 template <std::size_t E>
 void copy_rows(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e, bool nt,
-               int isa) noexcept;
+               int isa, std::size_t swap) noexcept;
 // The transpose kernels (copy_tiles.cpp): dimension k (the one with the
 // tightest source stride) and the innermost one copied as 2-D blocks in
-// tiles, the other outer dimensions walked around them.
+// tiles, the other outer dimensions walked around them; swap as above.
 template <std::size_t E>
 void copy_transposed(const byte* src, const View& v, int k, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-                     bool nt, int isa) noexcept;
+                     bool nt, int isa, std::size_t swap) noexcept;
 
 #define DLB_COPY_WIDTHS(X) X(0) X(1) X(2) X(3) X(4) X(6) X(8) X(12) X(16)
 #define DLB_COPY_DECLARE(W)                                                                                       \
   extern template void copy_rows<W>(const byte*, const View&, const std::ptrdiff_t*, byte*, std::size_t, bool,   \
-                                    int) noexcept;                                                                \
+                                    int, std::size_t) noexcept;                                                   \
   extern template void copy_transposed<W>(const byte*, const View&, int, const std::ptrdiff_t*, byte*, std::size_t, \
-                                          bool, int) noexcept;
+                                          bool, int, std::size_t) noexcept;
 DLB_COPY_WIDTHS(DLB_COPY_DECLARE)
 #undef DLB_COPY_DECLARE
 
 // The dispatch (copy_dispatch.cpp): v (normalised, strides in bytes) into
-// compact dst with the kernel its strides call for, at ISA level isa.
-void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa) noexcept;
+// compact dst with the kernel its strides call for, at ISA level isa;
+// swap > 1: each swap-byte word's bytes reversed on the way.
+void copy_view_any_width(const byte* src, const View& v, byte* dst, std::size_t e, Streaming nt, int isa,
+                         std::size_t swap) noexcept;
 // The same into a destination whose dimensions have the byte strides
 // dst_pitch (a part of a larger compact array: v covers a block of it).
 void copy_view_pitched(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-                       Streaming nt, int isa) noexcept;
+                       Streaming nt, int isa, std::size_t swap) noexcept;
 // The outer dimension that copy_view_any_width copies as a transpose with
 // the innermost one (the one with the tightest source stride, when that is
 // tighter than the innermost stride), or -1 when v's rows are gathered.
@@ -164,6 +171,10 @@ int transpose_axis(const View& v, std::size_t e) noexcept;
 bool transpose_in_source_order() noexcept;
 // The level copies use now (testing::set_copy_isa changes it).
 int current_isa() noexcept;
+// The byte-order kernel (copy_swap.cpp): reverses the bytes of each
+// `unit`-byte word (2, 4 or 8) of the n bytes at p (n a multiple of unit),
+// in place, at ISA level isa.
+void swap_bytes(byte* p, std::size_t n, std::size_t unit, int isa) noexcept;
 
 }  // namespace copy_detail
 }  // namespace dlb

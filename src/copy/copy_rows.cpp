@@ -172,13 +172,32 @@ void copy_compact(byte* dst, const byte* src, std::size_t n, bool nt) noexcept {
 
 template <std::size_t E>
 void copy_rows(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e, bool nt,
-               int isa) noexcept {
+               int isa, std::size_t swap) noexcept {
   const int last = v.n - 1;
   int dims[kMaxDims];
   int nd = 0;
   for (int d = 0; d < last; ++d) dims[nd++] = d;
   const std::int64_t n = v.shape[last];
   const std::ptrdiff_t s = v.stride[last];
+  if (swap > 1) {
+    // A source in the other byte order: compact runs swap as they move;
+    // a gathered row is written through the cache and swapped in place
+    // while it is there.
+    const std::size_t row = static_cast<std::size_t>(n) * e;
+    for_each_outer(v, dims, nd, dst_pitch, [&](std::ptrdiff_t so, std::ptrdiff_t dof) {
+      if (s == static_cast<std::ptrdiff_t>(e)) {
+        copy_compact_swapped(dst + dof, src + so, row, nt, swap, isa);
+        return;
+      }
+      if constexpr (E == 0) {
+        gather_row_any(dst + dof, src + so, s, n, e, false);
+      } else {
+        gather_row<E>(dst + dof, src + so, s, n, false, isa);
+      }
+      swap_bytes(dst + dof, row, swap, isa);
+    });
+    return;
+  }
   for_each_outer(v, dims, nd, dst_pitch, [&](std::ptrdiff_t so, std::ptrdiff_t dof) {
     if constexpr (E == 0) {
       gather_row_any(dst + dof, src + so, s, n, e, nt);
@@ -189,7 +208,8 @@ void copy_rows(const byte* src, const View& v, const std::ptrdiff_t* dst_pitch, 
 }
 
 #define DLB_COPY_INSTANTIATE(W) \
-  template void copy_rows<W>(const byte*, const View&, const std::ptrdiff_t*, byte*, std::size_t, bool, int) noexcept;
+  template void copy_rows<W>(const byte*, const View&, const std::ptrdiff_t*, byte*, std::size_t, bool, int, \
+                             std::size_t) noexcept;
 DLB_COPY_WIDTHS(DLB_COPY_INSTANTIATE)
 #undef DLB_COPY_INSTANTIATE
 

@@ -280,9 +280,13 @@ inline void write_segment(byte* d, const byte* from, bool stream) noexcept {
 // element at src + i*sr + j*sc, for i < rows, j < cols. Used when |sr| is
 // the tighter source stride, so reading down a destination column walks the
 // source sequentially. Tiles are one cache line on each side.
+//
+// swap > 1 (a source in the other byte order): every tile goes through the
+// L1-resident scratch, whose bytes are swapped before its lines are
+// written; the elements of a partial tile are swapped one by one.
 template <std::size_t E>
 void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr, std::ptrdiff_t sc,
-                std::int64_t rows, std::int64_t cols, bool nt, int isa) noexcept {
+                std::int64_t rows, std::int64_t cols, bool nt, int isa, std::size_t swap) noexcept {
   constexpr auto pe = static_cast<std::ptrdiff_t>(E);
   constexpr std::int64_t T = (kLineBytes / pe) > 0 ? kLineBytes / pe : 1;
   constexpr std::int64_t PR = T * kPanelTiles;
@@ -317,12 +321,13 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
           // and AVX2 straight into the destination in
           // BM_TransposedWidth4M/1 and /2 (DLB_COPY_ISA=sse2 against
           // the default reproduces the SSE2 side).
-          const bool direct = !stream && isa < kCopyIsaAvx2;
+          const bool direct = !stream && isa < kCopyIsaAvx2 && swap <= 1;
           if (direct) {
             if (gather_tile_simd<E, T>(d0, dr, stage, pe, T * pe, isa)) return;
           } else {
             alignas(64) byte tmp[T * T * E];
             if (gather_tile_simd<E, T>(tmp, T * pe, stage, pe, T * pe, isa)) {
+              if (swap > 1) swap_bytes(tmp, sizeof tmp, swap, isa);
               for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
               return;
             }
@@ -336,7 +341,7 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
       // destination lines in four visits, and 16 lines overflow an L1
       // set at power-of-two pitches (8-byte tiles were slower through
       // the scratch).
-      if (!stream && E != 4 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) return;
+      if (!stream && E != 4 && swap <= 1 && gather_tile_simd<E, T>(d0, dr, s0, sr, sc, isa)) return;
       alignas(64) byte tmp[T * T * E];
       if (!gather_tile_simd<E, T>(tmp, T * pe, s0, sr, sc, isa)) {
         for (std::int64_t j = 0; j < T; ++j) {
@@ -344,12 +349,16 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
           for (std::int64_t i = 0; i < T; ++i) move_elem<E>(tmp + (i * T + j) * pe, s + i * sr);
         }
       }
+      if (swap > 1) swap_bytes(tmp, sizeof tmp, swap, isa);
       for (std::int64_t i = 0; i < T; ++i) write_segment<L>(d0 + i * dr, tmp + i * T * pe, stream);
     } else {
       for (std::int64_t j = tj; j < tj_end; ++j) {
         const byte* s = src + j * sc;
         byte* d = dst + j * pe;
-        for (std::int64_t i = ti; i < ti_end; ++i) move_elem<E>(d + i * dr, s + i * sr);
+        for (std::int64_t i = ti; i < ti_end; ++i) {
+          move_elem<E>(d + i * dr, s + i * sr);
+          if (swap > 1) swap_bytes(d + i * dr, E, swap, isa);
+        }
       }
     }
   };
@@ -393,7 +402,7 @@ void copy_tiled(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr
 }
 
 void copy_tiled_any(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_t sr, std::ptrdiff_t sc,
-                    std::int64_t rows, std::int64_t cols, std::size_t e) noexcept {
+                    std::int64_t rows, std::int64_t cols, std::size_t e, int isa, std::size_t swap) noexcept {
   std::int64_t t = kLineBytes / static_cast<std::int64_t>(e);
   if (t < 1) t = 1;
   const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(e);
@@ -404,6 +413,7 @@ void copy_tiled_any(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_
       for (std::int64_t j = tj; j < tj_end; ++j) {
         for (std::int64_t i = ti; i < ti_end; ++i) {
           std::memcpy(dst + i * dr + j * pe, src + i * sr + j * sc, e);
+          if (swap > 1) swap_bytes(dst + i * dr + j * pe, e, swap, isa);
         }
       }
     }
@@ -414,7 +424,7 @@ void copy_tiled_any(byte* dst, std::ptrdiff_t dr, const byte* src, std::ptrdiff_
 
 template <std::size_t E>
 void copy_transposed(const byte* src, const View& v, int k, const std::ptrdiff_t* dst_pitch, byte* dst, std::size_t e,
-                     bool nt, int isa) noexcept {
+                     bool nt, int isa, std::size_t swap) noexcept {
   const int last = v.n - 1;
   int dims[kMaxDims];
   int nd = 0;
@@ -428,17 +438,17 @@ void copy_transposed(const byte* src, const View& v, int k, const std::ptrdiff_t
   const std::ptrdiff_t sc = v.stride[last];
   for_each_outer(v, dims, nd, dst_pitch, [&](std::ptrdiff_t so, std::ptrdiff_t dof) {
     if constexpr (E == 0) {
-      copy_tiled_any(dst + dof, dr, src + so, sr, sc, rows, cols, e);
+      copy_tiled_any(dst + dof, dr, src + so, sr, sc, rows, cols, e, isa, swap);
     } else {
       (void)e;
-      copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt, isa);
+      copy_tiled<E>(dst + dof, dr, src + so, sr, sc, rows, cols, nt, isa, swap);
     }
   });
 }
 
 #define DLB_COPY_INSTANTIATE(W)                                                                                    \
   template void copy_transposed<W>(const byte*, const View&, int, const std::ptrdiff_t*, byte*, std::size_t, bool, \
-                                   int) noexcept;
+                                   int, std::size_t) noexcept;
 DLB_COPY_WIDTHS(DLB_COPY_INSTANTIATE)
 #undef DLB_COPY_INSTANTIATE
 

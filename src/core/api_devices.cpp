@@ -23,18 +23,23 @@ using dlb::set_error;
 
 namespace {
 
-dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out) {
+dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out, uint64_t flags = 0) {
   constexpr std::size_t kMinSize = offsetof(dlb_layout_info, max_offset) + sizeof(int64_t);
   if (layout == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "layout is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   if (out->struct_size < kMinSize)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu (must be at least %zu: set it to "
                      "sizeof(dlb_layout_info))", out->struct_size, kMinSize);
+  if ((flags & ~uint64_t{DLB_BUFFER_SUBBYTE_PADDED}) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "flags 0x%" PRIx64 " has bits other than DLB_BUFFER_SUBBYTE_PADDED",
+                     flags);
+  DLB_TRY(dlb::check_padded_flag(layout->dtype, flags));
+  const bool padded = (flags & DLB_BUFFER_SUBBYTE_PADDED) != 0;
   dlb::LayoutInfo info;
-  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info));
+  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info, padded));
   out->numel = info.numel;
   out->nbytes = info.nbytes;
-  out->element_bits = static_cast<uint32_t>(dlb::element_bits(layout->dtype));
+  out->element_bits = static_cast<uint32_t>(dlb::element_bits(dlb::carrier_dtype(layout->dtype, padded)));
   out->contiguous = info.contiguous ? 1 : 0;
   out->min_offset = info.min_offset;
   out->max_offset = info.max_offset;
@@ -69,8 +74,21 @@ dlb_status compact_strides_impl(int32_t ndim, const int64_t* shape, int64_t* str
   return DLB_OK;
 }
 
-dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size) {
+dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags = 0) {
   if (src == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "src is NULL");
+  constexpr uint32_t kKnown = DLB_COPY_FLAG_SWAP_BYTES | DLB_COPY_FLAG_SUBBYTE_PADDED;
+  if ((flags & ~kKnown) != 0)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "flags 0x%x has bits no DLB_COPY_FLAG_* names",
+                     static_cast<unsigned>(flags));
+  // The padded layout is its carrier's (one byte per element), which has no
+  // byte order either.
+  const bool padded = (flags & DLB_COPY_FLAG_SUBBYTE_PADDED) != 0 && dlb::paddable(src->dtype);
+  DLTensor view = *src;
+  if (padded) {
+    DLB_TRY(dlb::check_dtype(src->dtype));
+    view.dtype = dlb::carrier_dtype(src->dtype, true);
+  }
+  src = &view;
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(src, dlb::Origin::incoming, true, &info));
   if (!dlb::device_is_host_readable(dlb::device_type_of(src->device)))
@@ -81,7 +99,8 @@ dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size) {
     return set_error(DLB_ERR_INVALID_ARGUMENT, "dst_size is %" PRIu64 " bytes but the tensor needs %" PRIu64, dst_size,
                      info.nbytes);
   if (dst == nullptr && info.nbytes > 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "dst is NULL");
-  return dlb::copy_view_to_contiguous(*src, info, dst);
+  const std::size_t swap = (flags & DLB_COPY_FLAG_SWAP_BYTES) != 0 ? dlb::swap_unit(src->dtype) : 0;
+  return dlb::copy_view_to_contiguous(*src, info, dst, swap);
 }
 
 }  // namespace
@@ -114,6 +133,14 @@ DLB_API dlb_status dlb_check_consumer_stream(DLDevice device, int64_t stream) {
 
 DLB_API dlb_status dlb_layout_describe(const DLTensor* layout, dlb_layout_info* out) {
   return firewall(__func__, [&] { return layout_describe_impl(layout, out); });
+}
+
+DLB_API dlb_status dlb_copy_to_contiguous_flags(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags) {
+  return firewall(__func__, [&] { return copy_impl(src, dst, dst_size, flags); });
+}
+
+DLB_API dlb_status dlb_layout_describe_flags(const DLTensor* layout, uint64_t flags, dlb_layout_info* out) {
+  return firewall(__func__, [&] { return layout_describe_impl(layout, out, flags); });
 }
 
 }  // extern "C"

@@ -149,7 +149,7 @@ void buffer_release(dlb_buffer* b) noexcept {
 }
 
 dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbytes, const unsigned char* origin,
-                          void* dst) noexcept {
+                          void* dst, std::size_t swap_unit) noexcept {
   if (nbytes == 0) return DLB_OK;
   if (!byte_addressable(t.dtype)) {
     if (!contiguous)
@@ -163,18 +163,27 @@ dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbyt
     return DLB_OK;
   }
   copy_strided_to_contiguous(origin, t.ndim, t.shape, t.strides, static_cast<std::size_t>(element_bits(t.dtype) / 8),
-                             static_cast<unsigned char*>(dst));
+                             static_cast<unsigned char*>(dst), swap_unit);
   return DLB_OK;
 }
 
-dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept {
+dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst,
+                                   std::size_t swap_unit) noexcept {
   if (info.nbytes == 0) return DLB_OK;  // data may be NULL: no pointer arithmetic on it
   if (t.ndim > 0 && t.strides == nullptr) {
+    if (swap_unit > 1) {  // compact: the engine with compact strides, which swaps as it copies
+      std::int64_t strides[DLB_MAX_NDIM];
+      compact_strides(t.ndim, t.shape, strides);
+      DLTensor compact = t;
+      compact.strides = strides;
+      return copy_host_view(compact, true, info.nbytes,
+                            static_cast<const unsigned char*>(t.data) + t.byte_offset, dst, swap_unit);
+    }
     std::memcpy(dst, static_cast<const unsigned char*>(t.data) + t.byte_offset, info.nbytes);
     return DLB_OK;
   }
   return copy_host_view(t, info.contiguous, info.nbytes,
-                        static_cast<const unsigned char*>(t.data) + t.byte_offset, dst);
+                        static_cast<const unsigned char*>(t.data) + t.byte_offset, dst, swap_unit);
 }
 
 dlb_status buffer_copy_out(dlb_buffer* b, void* dst, std::uint64_t dst_size, std::int64_t stream) noexcept {

@@ -188,12 +188,15 @@ dlb_status check_padded_flag(DLDataType dtype, std::uint64_t flags) noexcept;
 dlb_status buffer_to_host(dlb_buffer* src, std::int64_t stream, std::uint64_t flags, dlb_buffer** out) noexcept;
 
 // Copies a validated host view (any strides, NULL = compact) into dst.
-dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst) noexcept;
+// swap_unit > 1: the view's scalars are in the other byte order, and each
+// swap_unit-byte word is reversed on the way (dtype.hpp's swap_unit).
+dlb_status copy_view_to_contiguous(const DLTensor& t, const LayoutInfo& info, void* dst,
+                                   std::size_t swap_unit = 0) noexcept;
 
 // Copies host-readable elements at `origin`, laid out as `t` says, into dst
 // (compact). Shared by the storages whose memory the host can read.
 dlb_status copy_host_view(const DLTensor& t, bool contiguous, std::uint64_t nbytes, const unsigned char* origin,
-                          void* dst) noexcept;
+                          void* dst, std::size_t swap_unit = 0) noexcept;
 
 }  // namespace dlb
 

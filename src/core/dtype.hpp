@@ -39,6 +39,14 @@ inline DLDataType carrier_dtype(DLDataType dtype, bool padded) noexcept {
   return byte;
 }
 
+// The bytes of one scalar whose byte order a copy from memory in the other
+// byte order reverses: each lane on its own, each of a complex number's two
+// parts on its own; 0 for one-byte and sub-byte scalars (nothing to swap).
+inline std::size_t swap_unit(DLDataType dtype) noexcept {
+  const unsigned bits = dtype.code == kDLComplex ? dtype.bits / 2u : dtype.bits;
+  return bits > 8 && bits % 8 == 0 ? bits / 8u : 0;
+}
+
 }  // namespace dlb
 
 #endif

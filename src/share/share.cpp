@@ -117,10 +117,11 @@ Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate
 
 // A buffer over a recorded mapping; the mapping goes with the buffer (also
 // when this fails).
-dlb_status wrap_mapping(Mapping* m, const DLTensor& view, bool read_only, dlb_buffer** out) noexcept {
+dlb_status wrap_mapping(Mapping* m, const DLTensor& view, bool read_only, dlb_buffer** out,
+                        std::uint64_t padded = 0) noexcept {
   DLTensor v = view;
   v.data = m->base;
-  const dlb_status s = dlb_buffer_wrap(&v, read_only ? DLB_BUFFER_READ_ONLY : 0, release_mapping, m, out);
+  const dlb_status s = dlb_buffer_wrap(&v, (read_only ? DLB_BUFFER_READ_ONLY : 0) | padded, release_mapping, m, out);
   if (s != DLB_OK) unmap(m);  // keeps wrap's message: unmap sets none
   return s;
 }
@@ -215,13 +216,13 @@ Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
 // The compact view of a new buffer of `dtype` and `shape` on the host,
 // checked; `info` receives its size.
 dlb_status new_view(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape, DLTensor* view,
-                    LayoutInfo* info, const char* who) noexcept {
+                    LayoutInfo* info, const char* who, bool padded = false) noexcept {
   std::memset(view, 0, sizeof *view);
   view->device = device;
   view->dtype = dtype;
   view->ndim = ndim;
   view->shape = const_cast<std::int64_t*>(shape);
-  DLB_TRY(check_layout(view, Origin::argument, false, info));
+  DLB_TRY(check_layout(view, Origin::argument, false, info, padded));  // padded: the core's byte size rule
   if (device_type_of(device) != kDLCPU || device.device_id != 0)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s allocates host memory only; device %s:%d was asked for", who,
                      device_type_name(device_type_of(device)), static_cast<int>(device.device_id));
@@ -265,7 +266,8 @@ dlb_status copy_into_shared(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer*
   const bool read_only = read_only_of(flags, (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0);
   DLTensor view;
   LayoutInfo info;
-  DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared"));
+  const std::uint64_t padded = dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED;  // a padded copy
+  DLB_TRY(new_view(DLDevice{kDLCPU, 0}, t.dtype, t.ndim, t.shape, &view, &info, "dlb_buffer_copy_shared", padded != 0));
   Mapping* m = new_shared_mapping(info.nbytes);
   if (m == nullptr) return last_error_code();
   const dlb_status s = buffer_copy_out(buffer, m->base, info.nbytes, DLB_STREAM_NONE);
@@ -274,7 +276,7 @@ dlb_status copy_into_shared(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer*
     unmap(m);  // sets no message: the copy's (or the seal's) stays
     return failed;
   }
-  DLB_TRY(wrap_mapping(m, view, read_only, out));  // unmaps on failure
+  DLB_TRY(wrap_mapping(m, view, read_only, out, padded));  // unmaps on failure
   if (mapping_out != nullptr) *mapping_out = m;
   return DLB_OK;
 }

@@ -69,18 +69,23 @@ Source make_source(const std::vector<std::int64_t>& shape,
 
 // Runs the engine into a buffer with guard bytes after the end and
 // compares with the reference.
+// unit > 1: the engine is asked to swap the bytes of every unit-byte word,
+// and the reference reverses them after its copy.
 ::testing::AssertionResult engine_matches(const std::vector<std::int64_t>& shape,
                                           const std::vector<std::int64_t>& strides,
-                                          std::size_t e, std::mt19937_64& rng) {
+                                          std::size_t e, std::mt19937_64& rng, std::size_t unit = 0) {
   Source src = make_source(shape, strides, e, rng);
-  const Bytes want = reference_copy(src.origin, shape, strides, e);
+  Bytes want = reference_copy(src.origin, shape, strides, e);
+  if (unit > 1) {
+    for (std::size_t i = 0; i + unit <= want.size(); i += unit) std::reverse(want.begin() + i, want.begin() + i + unit);
+  }
   constexpr std::size_t kGuard = 64;
   Bytes got(want.size() + kGuard, 0xA5);
   dlb::copy_strided_to_contiguous(src.origin, static_cast<std::int32_t>(shape.size()),
-                                  shape.data(), strides.data(), e, got.data());
+                                  shape.data(), strides.data(), e, got.data(), unit);
   auto describe = [&] {
     std::ostringstream os;
-    os << "elem_size " << e << " shape [";
+    os << "elem_size " << e << " swap unit " << unit << " shape [";
     for (auto n : shape) os << n << ' ';
     os << "] strides [";
     for (auto n : strides) os << n << ' ';
@@ -420,3 +425,53 @@ TEST(CopyEngine, StreamedCompactRunsEveryAlignment) {
   dlb::testing::set_copy_thresholds(0, 0);
   EXPECT_EQ(checked, 2u * 9u * 13u * 64u * 2u);
 }
+
+namespace {
+
+// Byte-swapping copies (a source in the other byte order): every width
+// with a unit that divides it (complex parts and lanes swap on their own),
+// random views at every kernel level, serial and split among threads (the
+// thresholds lowered to one byte, so that every copy is split into parts
+// and each part swapped on its own), and a 0-d view.
+TEST(CopyEngine, ByteSwappingCopies) {
+  struct Width {
+    std::size_t e;
+    std::size_t unit;
+  };
+  const Width widths[] = {{2, 2}, {4, 4}, {8, 8}, {4, 2}, {8, 4}, {16, 8}, {6, 2}, {12, 4}, {24, 8}};
+  std::mt19937_64 rng(4242);
+  const int best = dlb::testing::set_copy_isa(-1);
+  for (int level = dlb::kCopyIsaScalar; level <= best; ++level) {
+    ASSERT_EQ(dlb::testing::set_copy_isa(level), level);
+    for (const int threads : {1, 3}) {
+      ASSERT_EQ(dlb_set_copy_threads(threads), DLB_OK);
+      for (const std::size_t split : {std::size_t{0}, std::size_t{1}}) {
+        dlb::testing::set_copy_thresholds(split, split);
+        for (int iter = 0; iter < 150; ++iter) {
+          const std::size_t ndim = 1 + rng() % 3;
+          std::vector<std::int64_t> shape(ndim);
+          for (auto& n : shape) n = 1 + static_cast<std::int64_t>(rng() % (ndim == 1 ? 700 : ndim == 2 ? 90 : 20));
+          const auto strides = random_strides(shape, rng);
+          const Width w = widths[rng() % std::size(widths)];
+          const ::testing::AssertionResult r = engine_matches(shape, strides, w.e, rng, w.unit);
+          if (!r) {
+            dlb::testing::set_copy_thresholds(0, 0);
+            dlb::testing::set_copy_isa(-1);
+            ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
+            FAIL() << "level " << level << ", threads " << threads << ", split " << split << ": " << r.message();
+          }
+        }
+        for (const Width w : widths) {
+          EXPECT_TRUE(engine_matches({300, 200}, {1, 300}, w.e, rng, w.unit));  // a transpose
+          EXPECT_TRUE(engine_matches({257}, {1}, w.e, rng, w.unit));            // one compact run
+          EXPECT_TRUE(engine_matches({}, {}, w.e, rng, w.unit));                // 0-d
+        }
+      }
+    }
+  }
+  dlb::testing::set_copy_thresholds(0, 0);
+  ASSERT_EQ(dlb_set_copy_threads(0), DLB_OK);
+  EXPECT_EQ(dlb::testing::set_copy_isa(-1), best);
+}
+
+}  // namespace

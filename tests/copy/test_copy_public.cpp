@@ -190,4 +190,110 @@ TEST(CopyPublic, NullSourceIsRefused) {
   EXPECT_EQ(dlb_copy_to_contiguous(nullptr, out, sizeof(out)), DLB_ERR_INVALID_ARGUMENT);
 }
 
+// dlb_copy_to_contiguous_flags: a source in the other byte order comes out
+// in the machine's, each scalar (lane, complex part) on its own.
+TEST(CopyPublic, SwapBytesGivesNativeValues) {
+  // int32 big-endian 0x01020304, 0x05060708, ... reversed (stride -1).
+  std::uint32_t native[5] = {0x01020304u, 0x05060708u, 0x0A0B0C0Du, 0x7F000001u, 0x80000000u};
+  std::uint32_t swapped[5];
+  for (int i = 0; i < 5; ++i) swapped[i] = __builtin_bswap32(native[i]);
+  std::int64_t shape[1] = {5};
+  std::int64_t strides[1] = {-1};
+  const DLTensor t = view_of(swapped, 1, shape, strides, DLDataType{kDLUInt, 32, 1}, 4 * sizeof(std::uint32_t));
+  std::uint32_t out[5] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), DLB_COPY_FLAG_SWAP_BYTES), DLB_OK) << last_message();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], native[4 - i]) << i;
+  // Without the flag the bytes are copied as they are.
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), 0), DLB_OK) << last_message();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], swapped[4 - i]) << i;
+}
+
+TEST(CopyPublic, SwapBytesOfComplexPartsAndLanes) {
+  // complex64 (two float32 parts) and float32 x 2 lanes: 4-byte units.
+  float parts[4] = {1.5f, -2.25f, 3.0f, 1e-3f};
+  std::uint32_t swapped[4];
+  for (int i = 0; i < 4; ++i) {
+    std::uint32_t w;
+    std::memcpy(&w, &parts[i], 4);
+    swapped[i] = __builtin_bswap32(w);
+  }
+  std::int64_t shape[1] = {2};
+  std::int64_t strides[1] = {1};
+  for (const DLDataType dt : {DLDataType{kDLComplex, 64, 1}, DLDataType{kDLFloat, 32, 2}}) {
+    const DLTensor t = view_of(swapped, 1, shape, strides, dt);
+    float out[4] = {};
+    ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), DLB_COPY_FLAG_SWAP_BYTES), DLB_OK)
+        << last_message();
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], parts[i]) << i;
+  }
+  // One-byte scalars have no byte order: copied as they are, NULL strides too.
+  unsigned char bytes[3] = {1, 2, 3};
+  std::int64_t three[1] = {3};
+  const DLTensor b = view_of(bytes, 1, three, nullptr, DLDataType{kDLInt, 8, 1});
+  unsigned char out[3] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&b, out, sizeof(out), DLB_COPY_FLAG_SWAP_BYTES), DLB_OK);
+  EXPECT_EQ(std::memcmp(out, bytes, 3), 0);
+  // NULL strides (compact) swap too.
+  std::int64_t two[1] = {2};
+  const DLTensor c = view_of(swapped, 1, two, nullptr, DLDataType{kDLFloat, 32, 1});
+  float f[2] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&c, f, sizeof(f), DLB_COPY_FLAG_SWAP_BYTES), DLB_OK);
+  EXPECT_EQ(f[0], parts[0]);
+  EXPECT_EQ(f[1], parts[1]);
+}
+
+// DLB_COPY_FLAG_SUBBYTE_PADDED: int4 elements one per byte, strided, copied
+// one byte per element; without the flag the strided view is refused.
+TEST(CopyPublic, PaddedSubByteStridedIsCopied) {
+  unsigned char padded[8] = {1, 0xF, 2, 0xE, 3, 0xD, 4, 0xC};
+  std::int64_t shape[1] = {4};
+  std::int64_t strides[1] = {-2};
+  const DLTensor t = view_of(padded, 1, shape, strides, DLDataType{kDLInt, 4, 1}, 6);
+  unsigned char out[4] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), DLB_COPY_FLAG_SUBBYTE_PADDED), DLB_OK)
+      << last_message();
+  const unsigned char want[4] = {4, 3, 2, 1};
+  EXPECT_EQ(std::memcmp(out, want, 4), 0);
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, 3, DLB_COPY_FLAG_SUBBYTE_PADDED), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), 0), DLB_ERR_UNSUPPORTED_LAYOUT);
+  // An unknown sub-byte dtype is refused as such, not as its carrier.
+  DLTensor bad = t;
+  bad.dtype = DLDataType{kDLFloat, 4, 1};
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&bad, out, sizeof(out), DLB_COPY_FLAG_SUBBYTE_PADDED),
+            DLB_ERR_UNSUPPORTED_DTYPE);
+}
+
+TEST(CopyPublic, UnknownCopyFlagsAreRefused) {
+  double a[1] = {1.0};
+  const DLTensor t = view_of(a, 0, nullptr, nullptr, kF64);
+  double out[1] = {};
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), 1u << 7), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("0x80"), std::string::npos) << last_message();
+}
+
+// dlb_layout_describe_flags: the byte size rule of padded sub-byte elements.
+TEST(CopyPublic, LayoutOfPaddedSubByteElements) {
+  std::int64_t shape[2] = {3, 5};
+  std::int64_t strides[2] = {10, 2};
+  DLTensor t = view_of(nullptr, 2, shape, nullptr, DLDataType{kDLInt, 4, 1});
+  dlb_layout_info info;
+  info.struct_size = sizeof info;
+  ASSERT_EQ(dlb_layout_describe_flags(&t, 0, &info), DLB_OK) << last_message();
+  EXPECT_EQ(info.nbytes, 8u);  // packed: 15 x 4 bits, rounded up
+  EXPECT_EQ(info.element_bits, 4u);
+  ASSERT_EQ(dlb_layout_describe_flags(&t, DLB_BUFFER_SUBBYTE_PADDED, &info), DLB_OK) << last_message();
+  EXPECT_EQ(info.nbytes, 15u);  // one byte each
+  EXPECT_EQ(info.element_bits, 8u);
+  EXPECT_EQ(info.numel, 15u);
+  t.strides = strides;
+  ASSERT_EQ(dlb_layout_describe_flags(&t, DLB_BUFFER_SUBBYTE_PADDED, &info), DLB_OK) << last_message();
+  EXPECT_EQ(info.contiguous, 0);
+  EXPECT_EQ(info.max_offset, 2 * 10 + 4 * 2);
+  t.dtype = kF64;  // padding is for elements of fewer than 8 bits
+  EXPECT_EQ(dlb_layout_describe_flags(&t, DLB_BUFFER_SUBBYTE_PADDED, &info), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_layout_describe_flags(&t, DLB_BUFFER_READ_ONLY, &info), DLB_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(dlb_layout_describe_flags(&t, 0, &info), DLB_OK);
+  EXPECT_EQ(info.element_bits, 64u);
+}
+
 }  // namespace

@@ -225,8 +225,10 @@ def test_unknown_dtypes():
 
 
 def test_a_header_of_another_version_or_shape():
-    e = rebuild_error(header((4,), (1,), version=2), bytearray(16))
-    assert e.status_name == "DLB_ERR_VERSION" and "version 2" in str(e) and "reads version 1" in str(e)
+    e = rebuild_error(header((4,), (1,), version=3), bytearray(16))
+    assert e.status_name == "DLB_ERR_VERSION" and "version 3" in str(e) and "reads versions 1 and 2" in str(e)
+    e = rebuild_error(header((4,), (1,), version=2), bytearray(16))  # version 2 adds the padded field
+    assert e.status_name == "DLB_ERR_MALFORMED" and "version 2 header has 8 fields, not 7" in str(e)
     e = rebuild_error((1, 2, 32, 1, (4,), (1,)), bytearray(16))
     assert e.status_name == "DLB_ERR_MALFORMED" and "7 fields" in str(e)
     e = rebuild_error("header", bytearray(16))

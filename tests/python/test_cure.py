@@ -119,7 +119,10 @@ def test_copy_true_and_cpu_device_are_cured_too():
     p = Refuser([1.0, 2.0], arr=True)
     t = dlbridge.from_dlpack(p, device=(1, 0), copy=True)
     assert t.copied and values_of(t) == [1.0, 2.0]
-    assert p.calls == [{"dl_device": (1, 0), "copy": True}] * 2 and p.array_calls == 1
+    # copy=True refused, then asked without copy= (a producer that cannot
+    # copy but may export), refused again, then the cure's own request.
+    assert p.calls == [{"dl_device": (1, 0), "copy": True}, {"dl_device": (1, 0), "copy": None},
+                       {"dl_device": (1, 0), "copy": True}] and p.array_calls == 1
 
 
 def test_nothing_to_copy_from_says_every_step():
@@ -140,9 +143,9 @@ def test_a_step_giving_the_wrong_shape_is_not_taken():
     p = Refuser([1.0, 2.0], arr=True)
     p._array = lambda: np.zeros(3)  # the producer's __array__ disagrees with its shape
     p.__array__ = p._array
-    with pytest.raises(dlbridge.Error, match="another shape or dtype") as info:
+    with pytest.raises(dlbridge.RefusalError, match="another shape or dtype") as info:
         dlbridge.from_dlpack(p)
-    assert info.value.status_name == "DLB_ERR_BACKEND"
+    assert info.value.status_name == "DLB_ERR_MALFORMED"  # the producer contradicts itself
 
 
 def test_no_shape_no_cure():

@@ -200,18 +200,20 @@ def test_the_seed_refusals_on_the_way_to_torch():
     assert dlbridge.live_exports() == 0
 
 
-def test_torchs_conjugate_and_negative_views_arrive_as_stored():
-    # docs/troubleshooting.md: DLPack cannot say "conjugate" or "negate";
-    # torch's table exports such views as plain memory, its __dlpack__
-    # refuses the conjugate one only. dlbridge sees the stored values.
+def test_torchs_conjugate_and_negative_views_arrive_with_their_values():
+    # DLPack cannot say "conjugate" or "negate": torch's table exports such
+    # views as plain memory, its __dlpack__ refuses the conjugate one only.
+    # dlbridge asks is_conj() / is_neg() and copies torch's resolve_conj() /
+    # resolve_neg() (test_peers_values.py reads them from raw memory).
     base = torch.tensor([1 + 2j, 3j])
     c = base.conj()
     assert c.is_conj()
     with pytest.raises(BufferError, match="conjugate bit"):
         c.__dlpack__()
-    assert np.from_dlpack(dlbridge.from_dlpack(c)).tolist() == [1 + 2j, 3j]  # not c's values
-    assert np.from_dlpack(dlbridge.from_dlpack(c.resolve_conj())).tolist() == [1 - 2j, -3j]
+    t = dlbridge.from_dlpack(c)
+    assert t.copied and np.from_dlpack(t).tolist() == [1 - 2j, -3j]  # c's values, not its memory's
     n = torch.ones(2, dtype=torch.complex64)._neg_view()
     assert n.is_neg()
-    assert np.from_dlpack(dlbridge.from_dlpack(n)).tolist() == [1, 1]  # not n's values
-    assert np.from_dlpack(dlbridge.from_dlpack(n.resolve_neg())).tolist() == [-1, -1]
+    t = dlbridge.from_dlpack(n)
+    assert t.copied and np.from_dlpack(t).tolist() == [-1, -1]
+    del t

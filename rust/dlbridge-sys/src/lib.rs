@@ -141,6 +141,9 @@ pub const DLB_IMPORT_CUDA_BACKEND: u64 = 1 << 1;
 pub const DLB_VALIDATE_CONTIGUOUS: u32 = 1 << 0;
 pub const DLB_VALIDATE_STRIDES_REQUIRED: u32 = 1 << 1;
 
+pub const DLB_COPY_FLAG_SWAP_BYTES: u32 = 1 << 0;
+pub const DLB_COPY_FLAG_SUBBYTE_PADDED: u32 = 1 << 1;
+
 pub const DLB_LAYOUT_STRIDED: i32 = 0;
 pub const DLB_LAYOUT_TILED: i32 = 1;
 pub const DLB_LAYOUT_MULTI_PART: i32 = 2;
@@ -298,6 +301,8 @@ extern "C" {
     // Validation and copy
     pub fn dlb_validate(t: *const DLTensor, flags: u32) -> dlb_status;
     pub fn dlb_copy_to_contiguous(src: *const DLTensor, dst: *mut c_void, dst_size: u64) -> dlb_status;
+    pub fn dlb_copy_to_contiguous_flags(src: *const DLTensor, dst: *mut c_void, dst_size: u64, flags: u32)
+        -> dlb_status;
 
     // Backends
     pub fn dlb_backend_create(
@@ -326,6 +331,7 @@ extern "C" {
     ) -> dlb_status;
     pub fn dlb_check_consumer_stream(device: DLDevice, stream: i64) -> dlb_status;
     pub fn dlb_layout_describe(layout: *const DLTensor, out: *mut dlb_layout_info) -> dlb_status;
+    pub fn dlb_layout_describe_flags(layout: *const DLTensor, flags: u64, out: *mut dlb_layout_info) -> dlb_status;
     pub fn dlb_import_versioned_on_stream(
         tensor: *mut DLManagedTensorVersioned,
         options: *const dlb_import_options,

@@ -69,6 +69,7 @@ int main(void) {
   CONST(DLB_DEVICE_HAS_STREAMS); CONST(DLB_DEVICE_CUDA_BACKEND);
   CONST(DLB_IMPORT_LEGACY_READ_ONLY); CONST(DLB_IMPORT_CUDA_BACKEND);
   CONST(DLB_VALIDATE_CONTIGUOUS); CONST(DLB_VALIDATE_STRIDES_REQUIRED);
+  CONST(DLB_COPY_FLAG_SWAP_BYTES); CONST(DLB_COPY_FLAG_SUBBYTE_PADDED);
   CONST(DLB_LAYOUT_STRIDED); CONST(DLB_LAYOUT_TILED); CONST(DLB_LAYOUT_MULTI_PART);
   CONST(DLB_LAYOUT_DYNAMIC);
   CONST(DLPACK_FLAG_BITMASK_READ_ONLY); CONST(DLPACK_FLAG_BITMASK_IS_COPIED);
@@ -231,6 +232,8 @@ fn constants_match_the_c_header() {
         ("DLB_IMPORT_CUDA_BACKEND", DLB_IMPORT_CUDA_BACKEND as i64),
         ("DLB_VALIDATE_CONTIGUOUS", DLB_VALIDATE_CONTIGUOUS as i64),
         ("DLB_VALIDATE_STRIDES_REQUIRED", DLB_VALIDATE_STRIDES_REQUIRED as i64),
+        ("DLB_COPY_FLAG_SWAP_BYTES", DLB_COPY_FLAG_SWAP_BYTES as i64),
+        ("DLB_COPY_FLAG_SUBBYTE_PADDED", DLB_COPY_FLAG_SUBBYTE_PADDED as i64),
         ("DLB_LAYOUT_STRIDED", DLB_LAYOUT_STRIDED as i64),
         ("DLB_LAYOUT_TILED", DLB_LAYOUT_TILED as i64),
         ("DLB_LAYOUT_MULTI_PART", DLB_LAYOUT_MULTI_PART as i64),
@@ -342,6 +345,8 @@ fn every_header_function_is_declared() {
         ("dlb_share_ticket_open", dlb_share_ticket_open as *const ()),
         ("dlb_share_ticket_server", dlb_share_ticket_server as *const ()),
         ("dlb_buffer_is_shared", dlb_buffer_is_shared as *const ()),
+        ("dlb_copy_to_contiguous_flags", dlb_copy_to_contiguous_flags as *const ()),
+        ("dlb_layout_describe_flags", dlb_layout_describe_flags as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let names = header_functions();
