@@ -189,12 +189,12 @@ REASONS.update({
     ),
     "ort-producer-float8": (
         "producer: onnxruntime",
-        r"GetDlpackDataType.*Unexpected data type of (17|19)|result has dtype uint8, want float8_\w+",
+        r"GetDlpackDataType.*Unexpected data type of (17|19)",
         "OrtValue.__dlpack__ refuses its float8 tensors (ONNX types 17 and 19; DLPack has codes for "
         "both) with RuntimeError, where the array API standard asks for BufferError.",
-        "dlbridge.from_dlpack takes the refusal as any other and copies what the OrtValue gives "
-        "as a host array, its float8 bytes as uint8: the copy has the producer's bytes and the "
-        "dtype uint8, and dlbridge cannot know they were float8.",
+        "its host copy (OrtValue.numpy()) holds the float8 bytes as uint8, and its data_type() names "
+        "an element type dlbridge cannot establish: dlbridge refuses (DLB_ERR_UNSUPPORTED_DTYPE) "
+        "rather than hand the bytes over relabelled.",
     ),
     "mlx-consumer-hides-refusal": (
         "consumer: mlx",
@@ -333,7 +333,7 @@ RULES += [
 COPY_REASONS = {
     "host-copy-cure": (
         "producer",
-        "the producer refuses to export the tensor (jax-producer-subbyte, pyarrow-bit-packed-bool, "
+        "The producer refuses to export the tensor (jax-producer-subbyte, pyarrow-bit-packed-bool, "
         "tf-producer-float8 above); dlbridge.from_dlpack answers the refusal with a host copy (its "
         "cure: the producer's __array__()), which the consumer then shares.",
     ),
