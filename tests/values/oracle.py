@@ -806,10 +806,6 @@ def _default_span(result):
 # ------------------------------------------------------------------ routes
 
 
-def legacy_signature_ok(x):
-    return hasattr(x, "__dlpack__")
-
-
 def routes_into_dlbridge(ck, x, expected, source, fault=None):
     """Every route from a producer object `x` into a dlbridge.Tensor; the
     results, for chaining. fault: the producer's known fault (Checker.run)."""
@@ -893,13 +889,12 @@ def routes_from_tensor(ck, t, via):
            read=lambda e: e.values, span=lambda e: e.span, must_work=not t.readonly)
 
 
-def check_producer(ck, x, expected, source, consumers=(), chain_all=True, fault=None):
+def check_producer(ck, x, expected, source, consumers=(), fault=None):
     """A producer object through every route into dlbridge, every result
     through every dlbridge route, and the first through every consumer."""
     results = routes_into_dlbridge(ck, x, expected, source, fault)
     for via, t in results:
-        if chain_all or via == "from_dlpack":
-            routes_from_tensor(ck, t, via)
+        routes_from_tensor(ck, t, via)
     first = results[0][1] if results else None
     if first is not None:
         for fw in consumers:
@@ -916,7 +911,7 @@ def consume_with(ck, fw, t, expected):
 # ------------------------------------------------------------------ routes of numpy memory
 
 
-def check_numpy_memory(ck, arr, expected, consumers=()):
+def check_numpy_memory(ck, arr, expected):
     """The routes only memory of numpy's has: the buffer protocol
     (from_buffer, the cure's buffer step) and __array_interface__.
     Non-native byte order may be refused, never relabelled."""
@@ -924,17 +919,17 @@ def check_numpy_memory(ck, arr, expected, consumers=()):
 
     source = numpy_span(arr)
     native = arr.dtype.isnative
-    known = arr.dtype.name in NUMPY_DTYPES or native
-    must = native and arr.dtype.name in NUMPY_DTYPES and arr.dtype != np.float16
-    ck.run("from_buffer", lambda: dlbridge.from_buffer(arr), expected, source,
-           must_work=must and arr.flags.writeable is not None)
+    # numpy's own dtypes in native order must travel every way; ml_dtypes'
+    # have no buffer format (the cure's next step, __array__, takes them)
+    must = native and arr.dtype.name in NUMPY_DTYPES
+    ck.run("from_buffer", lambda: dlbridge.from_buffer(arr), expected, source, must_work=must)
     ck.run("cure: buffer protocol", lambda: dlbridge.from_dlpack(refusing_array(arr)), expected, source,
-           must_work=native and known)
+           must_work=native)
     if sys.version_info >= (3, 12):
         ck.run("cure: __buffer__", lambda: dlbridge.from_dlpack(OnlyBuffer(arr)), expected, source,
                must_work=must)
     ck.run("cure: __array_interface__", lambda: dlbridge.from_dlpack(OnlyInterface(arr)), expected, source,
-           must_work=native and arr.dtype.name in NUMPY_DTYPES)
+           must_work=must)
 
 
 def numpy_span(arr):
