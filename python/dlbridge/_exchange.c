@@ -341,15 +341,6 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
     return NULL;
   }
-  /* State the table's tensor cannot carry (torch's conjugate and negative
-   * bits, which its table does not check): resolved by a copy, or
-   * refused. */
-  if (*bits != 0 && !fresh) {
-    const int set = dlbpy_set_bits(state, obj, *bits);
-    if (set < 0) return NULL;
-    if (set > 0) return dlbpy_resolve_bits(state, obj, (unsigned)set, device, policy);
-  }
-
   DLManagedTensorVersioned* tensor = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0) {
     if (!PyErr_Occurred())
@@ -375,7 +366,26 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     }
     return NULL;
   }
-  if (tensor == NULL) return dlbpy_raise_refusal(DLB_ERR_MALFORMED, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
+  if (tensor == NULL)
+    return dlbpy_raise_refusal(DLB_ERR_MALFORMED, "the producer's managed_tensor_from_py_object_no_sync gave no tensor");
+  /* State the table's tensor cannot carry (torch's conjugate and negative
+   * bits, which its table does not check): resolved by a copy, or
+   * refused. Asked after the export, whose dtype says whether conjugation
+   * can change a value (complex elements only: one query saved on the hot
+   * path of real tensors). */
+  if (*bits != 0 && !fresh) {
+    const unsigned ask = tensor->version.major == 1 && tensor->dl_tensor.dtype.code != kDLComplex
+                             ? *bits & ~(unsigned)DLBPY_BIT_CONJ
+                             : *bits;
+    const int set = ask != 0 ? dlbpy_set_bits(state, obj, ask) : 0;
+    if (set != 0) {
+      PyObject *type, *value, *trace;
+      PyErr_Fetch(&type, &value, &trace);
+      dlb_managed_free_versioned(tensor); /* the stored memory, not the values */
+      PyErr_Restore(type, value, trace);
+      return set < 0 ? NULL : dlbpy_resolve_bits(state, obj, (unsigned)set, device, policy);
+    }
+  }
   /* A new tensor only this call holds (a producer's resolve_conj()) is the
    * consumer's alone: a copy, as IS_COPIED says. */
   if (fresh && tensor->version.major == 1) tensor->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;

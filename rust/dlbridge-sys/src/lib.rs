@@ -301,8 +301,12 @@ extern "C" {
     // Validation and copy
     pub fn dlb_validate(t: *const DLTensor, flags: u32) -> dlb_status;
     pub fn dlb_copy_to_contiguous(src: *const DLTensor, dst: *mut c_void, dst_size: u64) -> dlb_status;
-    pub fn dlb_copy_to_contiguous_flags(src: *const DLTensor, dst: *mut c_void, dst_size: u64, flags: u32)
-        -> dlb_status;
+    pub fn dlb_copy_to_contiguous_flags(
+        src: *const DLTensor,
+        dst: *mut c_void,
+        dst_size: u64,
+        flags: u32,
+    ) -> dlb_status;
 
     // Backends
     pub fn dlb_backend_create(
