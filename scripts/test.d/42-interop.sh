@@ -2,8 +2,9 @@
 # Stage: the interop matrix (tests/interop): numpy 2, JAX, tvm-ffi,
 # TensorFlow, Paddle, pyarrow, array-api-strict, torch 2, mlx, onnxruntime
 # and dlbridge, each producer against each consumer, directly and through
-# dlbridge, checked against the table of expected failures
-# (tests/interop/expectations.py). Runs with the peer environment's
+# dlbridge, each exchange zero-copy, a correct copy or a failure (its
+# values checked by the value oracle, tests/values/oracle.py), against the
+# table of expected failures and copies (tests/interop/expectations.py). Runs with the peer environment's
 # interpreter (scripts/peers-env) and the build directory's working copy of
 # the package. The pins name every framework of the matrix, so a peer
 # environment that cannot be made fails the stage.

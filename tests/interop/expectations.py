@@ -1,9 +1,15 @@
 """What the interop matrix is expected to show: every failure it may have,
-with the side at fault and why dlbridge cannot work around it.
+with the side at fault and why dlbridge cannot work around it, and every
+copy that a consumer promising zero-copy hands back, with why.
 
-A failure the matrix shows that no rule here names fails the tests, and so
-does a rule whose exchanges no longer fail: the table is the record of how
-today's frameworks meet each other, kept true by the tests.
+An exchange has one of three outcomes: zero-copy (the consumer shares the
+producer's memory), copy (a correct copy: the producer's values in other
+memory) and fail (an error, or a check of values, lifetimes or writes that
+failed). A failure the matrix shows that no rule here names fails the
+tests, and so does a rule whose exchanges no longer fail; likewise a copy
+by a zero-copy consumer that no copy rule names, and a copy rule whose
+exchanges share memory now: the table is the record of how today's
+frameworks meet each other, kept true by the tests.
 """
 
 import fnmatch
@@ -98,12 +104,14 @@ REASONS = {
         None,
     ),
     "paddle-uint16-is-bfloat16": (
-        "producer: Paddle",
+        "Paddle",
         r"result has dtype bfloat16, want uint16|does not support the dtype 'bfloat16'",
-        "paddle.to_tensor of a numpy uint16 array makes a tensor that Paddle exports with the "
-        "bfloat16 DLPack code (Paddle once stored bfloat16 as uint16): the values arrive "
-        "relabelled.",
-        "dlbridge receives bfloat16 from Paddle and cannot know it was meant as uint16.",
+        "Paddle has no uint16 of its own (it once stored bfloat16 as uint16): paddle.to_tensor of a "
+        "numpy uint16 array makes a tensor that Paddle exports with the bfloat16 DLPack code, and "
+        "a uint16 tensor paddle.utils.dlpack.from_dlpack takes in says it is paddle.bfloat16: "
+        "the values arrive relabelled.",
+        "dlbridge receives bfloat16 from Paddle and cannot know it was meant as uint16, and "
+        "Paddle names the uint16 it is given bfloat16.",
     ),
     # -- JAX's refused dtypes (issue 33) --
     "jax-string-array": (
@@ -166,13 +174,11 @@ REASONS.update({
     ),
     "ort-legacy-read-only": (
         "consumer: onnxruntime",
-        r"Cannot export readonly array since signalling readonly|onnxruntime result is a copy",
+        r"Cannot export readonly array since signalling readonly",
         "OrtValue.from_dlpack asks for legacy capsules (`__dlpack__()`), which cannot say the memory "
-        "is read-only: numpy refuses its read-only arrays (BufferError), and read-only memory (numpy's "
-        "read-only views, JAX's and pyarrow's immutable arrays, which they flag READ_ONLY in versioned "
-        "capsules) reaches onnxruntime from dlbridge as a writable copy, not shared.",
-        "a legacy capsule cannot carry the READ_ONLY flag; dlbridge copies rather than hand "
-        "read-only memory over as writable (the array API standard allows a copy under copy=None).",
+        "is read-only: numpy refuses its read-only arrays (BufferError); dlbridge hands onnxruntime "
+        "a writable copy instead (see legacy-read-only-copy).",
+        None,
     ),
     "ort-producer-bool-as-uint8": (
         "producer: onnxruntime",
@@ -183,12 +189,12 @@ REASONS.update({
     ),
     "ort-producer-float8": (
         "producer: onnxruntime",
-        r"GetDlpackDataType.*Unexpected data type of (17|19)|result has dtype uint8, want float8_\w+",
+        r"GetDlpackDataType.*Unexpected data type of (17|19)",
         "OrtValue.__dlpack__ refuses its float8 tensors (ONNX types 17 and 19; DLPack has codes for "
         "both) with RuntimeError, where the array API standard asks for BufferError.",
-        "dlbridge.from_dlpack takes the refusal as any other and copies what the OrtValue gives "
-        "as a host array, its float8 bytes as uint8: the copy has the producer's bytes and the "
-        "dtype uint8, and dlbridge cannot know they were float8.",
+        "its host copy (OrtValue.numpy()) holds the float8 bytes as uint8, and its data_type() names "
+        "an element type dlbridge cannot establish: dlbridge refuses (DLB_ERR_UNSUPPORTED_DTYPE) "
+        "rather than hand the bytes over relabelled.",
     ),
     "mlx-consumer-hides-refusal": (
         "consumer: mlx",
@@ -274,6 +280,7 @@ RULES = [
     ("tf-producer-float8", "both", ["tensorflow-capsule"], [_ALL], ["float8_*"]),
     ("pyarrow-bit-packed-bool", "direct", ["pyarrow"], _CONSUMERS_NOT_DLBRIDGE, ["bool/*"]),
     ("paddle-uint16-is-bfloat16", "both", ["paddle*"], [_ALL], ["uint16/*"]),
+    ("paddle-uint16-is-bfloat16", "both", [_ALL], ["paddle"], ["uint16/*"]),
     ("array-api-strict-dtypes", "both", [_ALL], ["array_api_strict"], _NON_STANDARD),
     # -- JAX's refused dtypes (issue 33) --
     ("jax-string-array", "both", ["jax"], [_ALL], ["string/*"]),
@@ -290,39 +297,88 @@ RULES += [
     ("jax-compact-strides", "both", ["torch*", "mlx"], ["jax"], ["*/strided"]),
     ("tf-compact-strides", "both", ["torch*", "mlx"], ["tensorflow"], ["*/strided", "*/transposed"]),
     ("tf-consumer-float8", "both", ["torch*"], ["tensorflow"], ["float8_*"]),
-    ("ort-consumer-dtypes", "both", [_ALL], ["onnxruntime"],
-     ["bool/*", "complex*", "float8_*"]),
+    ("ort-consumer-dtypes", "both", [_ALL], ["onnxruntime"], ["complex*", "float8_*"]),
+    # an OrtValue of bool hands OrtValue.from_dlpack its own element type
+    ("ort-consumer-dtypes", "direct", ["numpy", "jax", "tvm_ffi", "tensorflow*", "paddle*", "pyarrow",
+                                       "array_api_strict", "dlbridge", "torch*", "mlx"], ["onnxruntime"],
+     ["bool/*"]),
+    ("ort-consumer-dtypes", "dlbridge", [_ALL], ["onnxruntime"], ["bool/*"]),
     # JAX and TensorFlow index into compact copies; the others export views.
     ("ort-compact-only", "both", ["numpy", "tvm_ffi", "dlbridge", "array_api_strict", "paddle*", "torch*",
                                   "mlx"], ["onnxruntime"], ["*/strided", "*/transposed"]),
     ("ort-legacy-read-only", "direct", ["numpy"], ["onnxruntime"], ["*/readonly"]),
-    ("ort-legacy-read-only", "direct", ["dlbridge"], ["onnxruntime"], ["float32/readonly"]),
-    ("ort-legacy-read-only", "dlbridge", ["numpy", "dlbridge"], ["onnxruntime"], ["float32/readonly"]),
-    ("ort-legacy-read-only", "dlbridge", ["jax", "pyarrow"], ["onnxruntime"],
-     ["*/contiguous", "*/0-d", "*/strided", "*/transposed", "*/offset"]),  # zero-size: no address
-    ("ort-producer-bool-as-uint8", "both", ["onnxruntime"], [_ALL], ["bool/*"]),
+    # OrtValue.from_dlpack of an OrtValue keeps its bool element type
+    ("ort-producer-bool-as-uint8", "direct", ["onnxruntime"], ["numpy", "jax", "tvm_ffi", "tensorflow", "paddle",
+                                                               "array_api_strict", "dlbridge", "torch", "mlx"],
+     ["bool/*"]),
+    ("ort-producer-bool-as-uint8", "dlbridge", ["onnxruntime"], [_ALL], ["bool/*"]),
     ("ort-producer-float8", "both", ["onnxruntime"], [_ALL], ["float8_*"]),
     ("mlx-consumer-narrows-64-bit", "both", [_ALL], ["mlx"], ["float64/*", "complex128/*"]),
     ("mlx-consumer-float8", "both", [_ALL], ["mlx"], ["float8_*"]),
     ("byte-offset-ignored", "direct", ["mlx"], ["paddle", "onnxruntime"], ["*/0-d", "*/offset"]),
     ("byte-offset-refused", "direct", ["mlx"], ["tensorflow"], ["*/0-d", "*/offset"]),
     ("byte-offset-refused", "direct", ["mlx"], ["torch"], ["*/0-d"]),
-    ("mlx-consumer-hides-refusal", "direct", ["jax"], ["mlx"], _SUBBYTE),
+    ("mlx-consumer-hides-refusal", "direct", ["jax"], ["mlx"], _SUBBYTE + ["string/*"]),
     ("mlx-consumer-hides-refusal", "direct", ["tensorflow", "onnxruntime"], ["mlx"], ["float8_*"]),
     ("mlx-consumer-hides-refusal", "direct", ["pyarrow"], ["mlx"], ["bool/*"]),
 ]
 # -----------------------------------------------------------------------------
 
 
+# --- copies ------------------------------------------------------------------
+# reason id -> (side, why the exchange copies where the consumer promises to
+# share the producer's memory (matrix.ZERO_COPY_CONSUMERS)). A copy by such a
+# consumer that no rule below names fails the tests; a copy by another
+# consumer (JAX, TensorFlow, Paddle, mlx) is its own choice.
+COPY_REASONS = {
+    "host-copy-cure": (
+        "producer",
+        "The producer refuses to export the tensor (jax-producer-subbyte, pyarrow-bit-packed-bool, "
+        "tf-producer-float8 above); dlbridge.from_dlpack answers the refusal with a host copy (its "
+        "cure: the producer's __array__()), which the consumer then shares.",
+    ),
+    "legacy-read-only-copy": (
+        "consumer: onnxruntime",
+        "OrtValue.from_dlpack asks for a legacy capsule, which cannot say the memory is read-only; "
+        "dlbridge hands it a writable copy of read-only memory (numpy's read-only views, JAX's and "
+        "pyarrow's immutable arrays, which they flag READ_ONLY in versioned capsules) rather than "
+        "the memory itself, as the array API standard allows under copy=None.",
+    ),
+}
+
+# (reason, path, producers, consumers, cases), as RULES: these exchanges copy.
+COPY_RULES = [
+    ("host-copy-cure", "both", ["jax"], [_ALL], _SUBBYTE),
+    ("host-copy-cure", "both", ["pyarrow"], [_ALL], ["bool/*"]),
+    ("host-copy-cure", "both", ["tensorflow"], [_ALL], ["float8_*"]),
+    ("legacy-read-only-copy", "direct", ["dlbridge"], ["onnxruntime"], ["*/readonly"]),
+    ("legacy-read-only-copy", "dlbridge", ["numpy", "dlbridge"], ["onnxruntime"], ["*/readonly"]),
+    ("legacy-read-only-copy", "dlbridge", ["jax", "pyarrow"], ["onnxruntime"],
+     ["*/contiguous", "*/0-d", "*/strided", "*/transposed", "*/offset"]),  # zero-size: nothing to copy
+]
+# -----------------------------------------------------------------------------
+
+WORKS = ("zero-copy", "copy")
+
+
 def _match(name, patterns):
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def rules_for(producer, consumer, case, path):
-    """The rules naming this exchange on this path ("direct" or "dlbridge")."""
-    return [r for r in RULES
+def _rules(table, producer, consumer, case, path):
+    return [r for r in table
             if r[1] in (path, "both") and _match(producer, r[2]) and _match(consumer, r[3])
             and _match(case, r[4])]
+
+
+def rules_for(producer, consumer, case, path):
+    """The failure rules naming this exchange on this path ("direct" or "dlbridge")."""
+    return _rules(RULES, producer, consumer, case, path)
+
+
+def copy_rules_for(producer, consumer, case, path):
+    """The copy rules naming this exchange on this path."""
+    return _rules(COPY_RULES, producer, consumer, case, path)
 
 
 def explain(producer, consumer, case, path, outcome):
@@ -335,21 +391,35 @@ def explain(producer, consumer, case, path, outcome):
     return None
 
 
-def classify(doc):
+def classify(doc, zero_copy_consumers=None):
     """Every exchange of a matrix document as (producer, consumer, case, path,
-    status, reason id or None, expected: True/False)."""
+    status, reason id or None, expected: True/False). A failure's reason is
+    a REASONS id; a copy's, where the consumer promises zero-copy, a
+    COPY_REASONS id."""
+    if zero_copy_consumers is None:
+        import matrix
+
+        zero_copy_consumers = matrix.ZERO_COPY_CONSUMERS
     rows = []
     for r in doc["results"]:
-        for path, key in (("direct", "direct"), ("dlbridge", "dlbridge")):
-            o = r[key]
-            reason = explain(r["producer"], r["consumer"], r["case"], path, o) \
-                if o["status"] in ("fail", "crash") else None
-            named = bool(rules_for(r["producer"], r["consumer"], r["case"], path))
-            if o["status"] == "ok":
-                expected = not named
-            elif o["status"] == "n/a":
+        producer, consumer, case = r["producer"], r["consumer"], r["case"]
+        for path in ("direct", "dlbridge"):
+            o = r[path]
+            status = o["status"]
+            reason = None
+            if status in ("fail", "crash"):
+                reason = explain(producer, consumer, case, path, o)
+                expected = reason is not None
+            elif status == "n/a":
                 expected = True
             else:
-                expected = reason is not None
-            rows.append((r["producer"], r["consumer"], r["case"], path, o["status"], reason, expected))
+                copies = copy_rules_for(producer, consumer, case, path)
+                expected = not rules_for(producer, consumer, case, path)
+                if consumer in zero_copy_consumers:
+                    if status == "copy":
+                        reason = copies[0][0] if copies else None
+                        expected = expected and reason is not None
+                    else:
+                        expected = expected and not copies
+            rows.append((producer, consumer, case, path, status, reason, expected))
     return rows

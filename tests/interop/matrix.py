@@ -7,16 +7,20 @@ runs with the peer interpreter (scripts/peers-env) and PYTHONPATH=<build>/python
 and writes one JSON document: for every (producer, consumer, case) the
 outcome of the direct exchange, ``consumer.from_dlpack(producer_tensor)``,
 and of the exchange through dlbridge,
-``consumer.from_dlpack(dlbridge.from_dlpack(producer_tensor))``, each "ok",
-"fail" (with the exception or the failed check), "n/a" (the producer cannot
-make that case) or "crash" (the worker died in it).
+``consumer.from_dlpack(dlbridge.from_dlpack(producer_tensor))``, each
+"zero-copy", "copy", "fail" (with the exception or the failed check),
+"n/a" (the producer cannot make that case) or "crash" (the worker died in it).
 
-An exchange is "ok" when the consumer's result has the expected dtype, shape
-and bytes; when it shares the producer's memory wherever the consumer
-promises zero-copy; when a write into the producer's memory shows through
-every view that shares it; and when, after everything is dropped, the
-producer's tensor is freed (every deleter ran) and dlbridge.live_exports()
-is back at its start value.
+An exchange works when the consumer's result (and dlbridge's tensor on the
+way) has the producer's dtype, shape and values, read by the value oracle
+(tests/values/oracle.py: each framework's own values of what it holds,
+never through another DLPack consumer); when a write into the producer's
+memory shows through every view that shares it; and when, after everything
+is dropped, the producer's tensor is freed (every deleter ran) and
+dlbridge.live_exports() is back at its start value. It is "zero-copy" when
+the consumer's result shares the producer's memory (or has no elements),
+else "copy": a correct copy, which expectations.py names where a consumer
+promises zero-copy.
 
 TensorFlow and Paddle cannot be imported into one process (the second
 import crashes in protobuf registration), so the pairs run in three worker
@@ -25,7 +29,6 @@ worker that crashes is restarted after the case it died in.
 """
 
 import argparse
-import ctypes
 import gc
 import json
 import os
@@ -35,6 +38,13 @@ import time
 import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The value oracle (tests/values/oracle.py) reads what arrives: each
+# framework's own values of its result (tests/values/frameworks.py),
+# compared with the producer's, and the memory spans that tell a zero-copy
+# from a copy.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "values"))
+
+from oracle import NotApplicable  # noqa: E402  one class: the adapters raise it too
 
 PRODUCERS = ["numpy", "jax", "tvm_ffi", "tensorflow", "tensorflow-capsule", "paddle",
              "paddle-capsule", "pyarrow", "array_api_strict", "dlbridge"]
@@ -59,7 +69,8 @@ JAX_REFUSED_CASES = ["string/contiguous", "int4/contiguous", "uint4/contiguous",
 CASES = CASES + JAX_REFUSED_CASES
 
 # Consumers whose from_dlpack promises to share the producer's host memory
-# (for every layout they accept): the result must have the producer's address.
+# (for every layout they accept): a copy they hand back is a correct copy
+# only where expectations.COPY_RULES names why.
 ZERO_COPY_CONSUMERS = {"numpy", "tvm_ffi", "dlbridge", "array_api_strict"}
 
 # Frameworks that cannot be loaded into one process with each other.
@@ -102,8 +113,6 @@ def all_pairs():
 # ------------------------------------------------------------------ worker side
 
 
-class NotApplicable(Exception):
-    """The producer cannot make this case (a dtype or layout it lacks)."""
 
 
 class CheckFailed(Exception):
@@ -386,77 +395,77 @@ def consume(consumer, x):
     raise ValueError(consumer)
 
 
-def _observe(obj):
-    """(dtype name, shape, C-order bytes, address of the first element,
-    readonly) of any object with __dlpack__, read through a dlbridge import."""
-    import dlbridge
+def _adapter(name):
+    import frameworks
 
-    np = _np()
-    t = obj if isinstance(obj, dlbridge.Tensor) else dlbridge.from_dlpack(obj)
-    shape, strides, size = tuple(t.shape), tuple(t.strides), t.size
-    itemsize = t.nbytes // size if size else 0
-    if size == 0:
-        return t.dtype, shape, b"", t.data_ptr, t.readonly
-    lo = sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0) * itemsize
-    hi = sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) * itemsize + itemsize
-    start = t.data_ptr + lo
-    raw = np.frombuffer((ctypes.c_char * (hi - lo)).from_address(start), dtype=np.uint8)
-    items = np.lib.stride_tricks.as_strided(
-        raw[-lo:] if lo else raw, shape=shape + (itemsize,),
-        strides=tuple(s * itemsize for s in strides) + (1,))
-    data = np.ascontiguousarray(items).tobytes()
-    del raw, items
-    return t.dtype, shape, data, t.data_ptr, t.readonly
+    return frameworks.ALL[framework(name)]
 
 
-def _address(obj):
-    import dlbridge
+def _values(who, obj):
+    """The oracle's Values of a result, as its framework says them."""
+    import oracle
+
+    try:
+        return _adapter(who).own(obj)
+    except oracle.NotApplicable as e:
+        raise CheckFailed("the %s result cannot be read: %s" % (who, e))
+
+
+def _span(who, obj):
+    """The memory of a producer's tensor or a consumer's result, or None."""
+    import oracle
 
     if _is_capsule(obj):
-        return None
-    t = obj if isinstance(obj, dlbridge.Tensor) else dlbridge.from_dlpack(obj)
-    # A host copy the refusal rule made is not the producer's memory.
-    return t.data_ptr if t.size and not (t.copied and t is not obj) else None
+        return oracle.capsule_span(obj)
+    return _adapter(who).span(obj)
 
 
 def _bump(writable):
-    """Writes a new value into the first element; returns the new bytes of
-    the whole (C order)."""
+    """Writes a new value into the first element."""
     np = _np()
     idx = (0,) * writable.ndim
     if writable.dtype == np.bool_:
         writable[idx] = not writable[idx]
     else:
         writable[idx] = writable[idx] + writable.dtype.type(1)
-    return np.ascontiguousarray(writable).tobytes()
 
 
-def _check_views(views, expected, producer_addr, writable):
-    """Values, zero-copy and writes of every view (holds no reference after)."""
-    np = _np()
-    want_dtype = expected.dtype.name
+def _check_views(views, expected, producer_span, writable):
+    """Checks the values of every view against the producer's and that a
+    write into the producer's memory shows through each view that shares it;
+    the outcome, "zero-copy" (the consumer's result shares the producer's
+    memory, or has no elements) or "copy". Holds no reference after."""
+    import oracle
+
+    want = oracle.Values.of_array(expected)
+    shared = []
     for who, v in views:
-        dtype, shape, data, addr, _ro = _observe(v)
-        if dtype != want_dtype:
-            raise CheckFailed("%s result has dtype %s, want %s" % (who, dtype, want_dtype))
-        if shape != expected.shape:
-            raise CheckFailed("%s result has shape %s, want %s" % (who, shape, expected.shape))
-        if data != np.ascontiguousarray(expected).tobytes():
-            raise CheckFailed("%s result has other values than the producer's" % who)
-        if who in ZERO_COPY_CONSUMERS and producer_addr is not None and addr != producer_addr:
-            raise CheckFailed("%s result is a copy (at %#x, the producer's data at %#x)"
-                              % (who, addr, producer_addr))
-    if writable is not None and writable.size and writable.flags.writeable:
-        want = _bump(writable)
-        for who, v in views:
-            _d, _s, data, addr, _ro = _observe(v)
-            if addr == producer_addr and data != want:
+        got = _values(who, v)
+        if got.dtype != want.dtype:
+            raise CheckFailed("%s result has dtype %s, want %s" % (who, got.dtype, want.dtype))
+        diff = oracle.compare(want, got)
+        if diff is not None:
+            raise CheckFailed("%s result has other values than the producer's: %s" % (who, diff))
+        if oracle.overlap(producer_span, _span(who, v)):
+            shared.append((who, v))
+    last = views[-1]
+    outcome = "zero-copy" if any(v is last[1] for _w, v in shared) or not expected.size else "copy"
+    # JAX arrays are immutable, and JAX keeps the host copy it made once:
+    # its view of memory written under it is not asked
+    shared = [(who, v) for who, v in shared if who != "jax"]
+    if writable is not None and writable.size and writable.flags.writeable and shared:
+        _bump(writable)
+        want = oracle.Values.of_array(writable)
+        for who, v in shared:
+            if oracle.compare(want, _values(who, v)) is not None:
                 raise CheckFailed("a write into the producer's memory is not seen through "
                                   "the %s view that shares it" % who)
+    return outcome
 
 
 def run_case(producer, consumer, case, via):
-    """'ok', or raises (NotApplicable, CheckFailed, or the exchange's error)."""
+    """'zero-copy' or 'copy', or raises (NotApplicable, CheckFailed, or the
+    exchange's error)."""
     import dlbridge
 
     start_exports = dlbridge.live_exports()
@@ -465,9 +474,7 @@ def run_case(producer, consumer, case, via):
         ref = weakref.ref(root)
     except TypeError:
         ref = None
-    producer_addr = _address(x) if not _is_capsule(x) else (
-        _address(writable) if writable is not None else
-        _address(root) if root is not None and not _is_capsule(root) else None)
+    producer_span = _span(producer, x)
     views = []
     if via:
         mid = dlbridge.from_dlpack(x)
@@ -479,7 +486,7 @@ def run_case(producer, consumer, case, via):
     views.append((consumer, result))
     del x
 
-    _check_views(views, expected, producer_addr, writable)
+    outcome = _check_views(views, expected, producer_span, writable)
     del views, result, writable, root
     if (ref is not None and ref() is not None) or dlbridge.live_exports() != start_exports:
         gc.collect()  # only when reference counting alone did not free everything
@@ -489,13 +496,12 @@ def run_case(producer, consumer, case, via):
     if dlbridge.live_exports() != start_exports:
         raise CheckFailed("dlbridge.live_exports() is %d, was %d before the exchange"
                           % (dlbridge.live_exports(), start_exports))
-    return "ok"
+    return outcome
 
 
 def _outcome(producer, consumer, case, via):
     try:
-        run_case(producer, consumer, case, via)
-        return {"status": "ok"}
+        return {"status": run_case(producer, consumer, case, via)}
     except NotApplicable as e:
         return {"status": "n/a", "reason": str(e)}
     except CheckFailed as e:

@@ -3,10 +3,12 @@
 Runs tests/interop/matrix.py once for the session (DLBRIDGE_INTEROP_JSON=FILE
 reads a result written by an earlier run instead) and checks every pair:
 each failed exchange has a named reason in the table, each exchange the
-table names still fails, every pair of CPU frameworks works through dlbridge
+table names still fails, each copy by a consumer that promises zero-copy
+has a named reason, every pair of CPU frameworks works through dlbridge
 for every case its failure reasons do not exclude, and every exchange that
-succeeded passed the value, zero-copy, write and deleter checks (the matrix
-reports a failed check as a failure, so it lands in the first test).
+works (zero-copy or a copy) passed the value oracle's check of its values
+and the write and deleter checks (the matrix reports a failed check as a
+failure, so it lands in the first test).
 """
 
 import importlib.util
@@ -72,8 +74,18 @@ def doc():
     return result
 
 
+_classified = {}
+
+
+def _classify(doc):
+    """expectations.classify(doc), once for the session's document."""
+    if id(doc) not in _classified:
+        _classified[id(doc)] = expectations.classify(doc)
+    return _classified[id(doc)]
+
+
 def _rows(doc, producer, consumer):
-    return [row for row in expectations.classify(doc) if row[0] == producer and row[1] == consumer]
+    return [row for row in _classify(doc) if row[0] == producer and row[1] == consumer]
 
 
 def _describe(row):
@@ -85,8 +97,10 @@ def _describe(row):
 @pytest.mark.parametrize("producer,consumer", PAIRS, ids=["%s->%s" % p for p in PAIRS])
 def test_pair(doc, producer, consumer):
     """Every exchange of the pair is as the table expects; an exchange that
-    fails without a named reason, or works although a reason says it fails,
-    fails the test."""
+    fails without a named reason, works although a reason says it fails,
+    copies where the consumer promises zero-copy and no copy reason says
+    why, or shares memory where a copy reason says it copies, fails the
+    test."""
     missing = _missing_reason(producer, consumer)
     if missing:
         pytest.fail(missing)
@@ -101,14 +115,21 @@ def test_pair(doc, producer, consumer):
                 pending.append(row)
             continue
         _p, _c, case, path, status, _reason, _ = row
-        if status == "ok":
+        if status in expectations.WORKS:
             named = [r[0] for r in expectations.rules_for(producer, consumer, case, path)]
+            copies = [r[0] for r in expectations.copy_rules_for(producer, consumer, case, path)]
             if any(n in expectations.PENDING for n in named):
                 problems.append("%s: works now; the fix is in, remove %s from "
                                 "expectations.PENDING" % (_describe(row), named))
-            else:
+            elif named:
                 problems.append("%s: works, but expectations name %s: remove the rule"
                                 % (_describe(row), named))
+            elif status == "copy":
+                problems.append("%s: a copy, although %s promises zero-copy and no copy rule "
+                                "says why" % (_describe(row), consumer))
+            else:
+                problems.append("%s: shares the producer's memory, but expectations name %s: "
+                                "remove the copy rule" % (_describe(row), copies))
         else:
             o = by_key[(producer, consumer, case)][path]
             problems.append("%s: %s: %s" % (_describe(row), o.get("error"), o.get("reason")))
@@ -119,17 +140,20 @@ def test_pair(doc, producer, consumer):
 
 
 def test_every_reason_is_seen(doc):
-    """No reason in the table is stale: each still explains some failure."""
+    """No reason in the table is stale: each still explains some failure or
+    copy."""
     assert not MISSING, "not importable: %s" % ", ".join(MISSING)
-    seen = {row[5] for row in expectations.classify(doc) if row[5]}
+    seen = {row[5] for row in _classify(doc) if row[5]}
     assert set(expectations.REASONS) - seen == set()
+    assert set(expectations.COPY_REASONS) - seen == set()
     assert set(expectations.PENDING) <= set(expectations.REASONS)
 
 
 def test_through_dlbridge_only_named_consumer_or_producer_limits(doc):
-    """The goal: through dlbridge every pair works except where a reason
-    says why dlbridge cannot work around the producer or consumer."""
-    for row in expectations.classify(doc):
+    """The goal: through dlbridge every pair works (zero-copy or a correct
+    copy) except where a reason says why dlbridge cannot work around the
+    producer or consumer."""
+    for row in _classify(doc):
         producer, consumer, case, path, status, reason, _ = row
         if path == "dlbridge" and status in ("fail", "crash"):
             assert reason is not None, _describe(row)
