@@ -78,8 +78,9 @@ static int xapi_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_obj
 
 /* A borrowed view: shape and strides point into the buffer, valid while
  * the tensor lives. A DLTensor has no flags, so read-only tensors are
- * refused rather than shown as writable; a backend buffer has no host
- * address to show. */
+ * refused rather than shown as writable, and padded sub-byte tensors rather
+ * than shown as packed (a consumer would read other values); a backend
+ * buffer has no host address to show. */
 static int xapi_dltensor_from_py_object(void* py_object, DLTensor* out) {
   if (py_object == NULL || out == NULL) {
     PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: py_object and out must not be NULL");
@@ -92,6 +93,13 @@ static int xapi_dltensor_from_py_object(void* py_object, DLTensor* out) {
     PyErr_SetString(PyExc_BufferError,
                     "the tensor is read-only and a DLTensor view cannot say so; take it with "
                     "managed_tensor_from_py_object_no_sync, which sets READ_ONLY");
+    return -1;
+  }
+  if (flags & DLB_BUFFER_SUBBYTE_PADDED) {
+    PyErr_SetString(PyExc_BufferError,
+                    "the tensor's sub-byte elements are padded to a byte each and a DLTensor view "
+                    "cannot say so (it would read as packed); take it with "
+                    "managed_tensor_from_py_object_no_sync, which sets IS_SUBBYTE_TYPE_PADDED");
     return -1;
   }
   if (flags & DLB_BUFFER_BACKEND) {

@@ -251,6 +251,22 @@ def test_borrowed_view_of_read_only_data_is_refused():
         dlbridge_table().dltensor_from_py_object_no_sync(t, ct.byref(view))
 
 
+def test_borrowed_view_of_padded_sub_byte_data_is_refused():
+    # One int4 element a byte: a flagless DLTensor would be read as packed.
+    from dlbridge import _glue
+
+    header = (2, 0, 4, 1, (2, 3), (3, 1), False, True)
+    t = _glue.tensor_from_pickle(header, bytearray(b"\x01\x02\x03\x0d\x0e\x0f"))
+    view = xtable.DLTensor()
+    with pytest.raises(BufferError, match="padded to a byte each"):
+        dlbridge_table().dltensor_from_py_object_no_sync(t, ct.byref(view))
+    start = dlbridge.live_exports()
+    mt = xtable.from_py(dlbridge_table(), t)
+    assert mt.contents.flags & (1 << 2)  # IS_SUBBYTE_TYPE_PADDED: the owning export says it
+    mt.contents.deleter(mt)
+    assert dlbridge.live_exports() == start
+
+
 def test_current_work_stream_is_null():
     stream = ct.c_void_p(1)
     assert dlbridge_table().current_work_stream(1, 0, ct.byref(stream)) == 0
