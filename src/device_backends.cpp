@@ -4,11 +4,12 @@
 // so the list below is constant data, complete before any code runs.
 #include "core/device_backend.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "opencl/opencl_backend.hpp"
 
 namespace dlb {
 namespace {
 
-constexpr const DeviceBackend* kDeviceBackends[] = {&kCudaDeviceBackend};
+constexpr const DeviceBackend* kDeviceBackends[] = {&kCudaDeviceBackend, &kOpenclDeviceBackend};
 
 }  // namespace
 
