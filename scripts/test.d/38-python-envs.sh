@@ -3,8 +3,9 @@
 # here so that their installation is timed on its own: the modern peers
 # (scripts/peers-env: numpy 2, JAX, tvm-ffi, TensorFlow, ...; used by
 # 42-interop, 43-sdist, 46-nanobind, 70-conformance), the engines
-# (scripts/engines-env: Ray, Dask; used by 48-engines) and the packaging
-# tools (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist).
+# (scripts/engines-env: Ray, Dask; used by 48-engines), the packaging
+# tools (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist)
+# and PyOpenCL (scripts/opencl-env; used by 39-opencl).
 # On a bare machine this downloads a few GB from the package index. Either
 # one not installable here (exit 3: no CPython for it, or no package index)
 # makes the stage a skip (exit 77); any other failure fails it.
@@ -14,7 +15,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 skipped=()
-for tool in peers-env engines-env build-tools-env; do
+for tool in peers-env engines-env build-tools-env opencl-env; do
   echo "== 38-python-envs: scripts/$tool"
   out=$(bash "$root/scripts/$tool" 2>&1)
   rc=$?
