@@ -536,9 +536,7 @@ dlb_status resolve_to_device(dlb_buffer* b, const dlb_export_options& opt, const
   dlb_buffer* dst = nullptr;
   dlb_status s = be.alloc(t, b->tensor.dtype, b->tensor.ndim, b->tensor.shape, &dst);
   if (s == DLB_OK) {
-    DLTensor src = host->tensor;
-    src.data = buffer_origin(host) - src.byte_offset;
-    s = be.copy_from_host(dst, src);
+    s = be.copy_from_host(dst, host->tensor);
   }
   buffer_release(host);
   if (s != DLB_OK) {
