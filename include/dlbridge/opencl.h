@@ -212,8 +212,10 @@ DLB_API dlb_status dlb_opencl_import_legacy(dlb_backend* backend, DLManagedTenso
  * after that work. Reads and writes no memory.
  * @param buffer a buffer of the OpenCL backend (allocated, wrapped or
  *        imported by it).
- * @param event a cl_event of the buffer's context, retained by the buffer
- *        (the previous writer's is released); NULL: nothing is pending.
+ * @param event a cl_event of the buffer's context; on success the buffer
+ *        holds its own reference on it (clRetainEvent) and releases the
+ *        previous writer's; the caller keeps its own reference either way.
+ *        NULL: nothing is pending.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL buffer, a buffer of
  *         another kind, an event that is not live or of another context;
  *         nothing changes then); DLB_ERR_UNSUPPORTED_DEVICE (built without
