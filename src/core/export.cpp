@@ -507,10 +507,6 @@ dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, 
   return DLB_OK;
 }
 
-}  // namespace
-
-namespace {
-
 // A copy of `b` on `opt.target_device`, a device whose built-in backend
 // takes host data: allocated there, filled from `b`'s host-readable memory
 // (its own, or a host copy of it).
@@ -530,14 +526,13 @@ dlb_status resolve_to_device(dlb_buffer* b, const dlb_export_options& opt, const
   dlb_export_options host_opt = opt;
   host_opt.target_device = DLDevice{kDLCPU, 0};
   host_opt.copy = DLB_COPY_IF_NEEDED;
-  host_opt.flags &= ~DLB_EXPORT_READ_ONLY;
+  host_opt.stream = DLB_STREAM_NONE;  // the stream is the target device's, not the host's
+  host_opt.flags &= ~(DLB_EXPORT_READ_ONLY | DLB_EXPORT_STREAM_GIVEN);
   dlb_buffer* host = nullptr;
   DLB_TRY(buffer_resolve(b, &host_opt, &host));
   dlb_buffer* dst = nullptr;
   dlb_status s = be.alloc(t, b->tensor.dtype, b->tensor.ndim, b->tensor.shape, &dst);
-  if (s == DLB_OK) {
-    s = be.copy_from_host(dst, host->tensor);
-  }
+  if (s == DLB_OK) s = be.copy_from_host(dst, host->tensor);
   buffer_release(host);
   if (s != DLB_OK) {
     if (dst != nullptr) buffer_release(dst);
