@@ -1,4 +1,4 @@
-"""The dlbridge tour that scripts/demo runs: four short steps, plain text.
+"""The dlbridge tour that scripts/demo runs: five short steps, plain text.
 
 Run it through scripts/demo (which builds the library and the package
 first), by hand against that build:
@@ -8,7 +8,8 @@ first), by hand against that build:
 or with the package installed (pip install .) in the running interpreter.
 
 The optional argument is the compiled examples/backend_fallback.c, which
-step 3 runs.
+step 4 runs. Step 3 needs an OpenCL driver (scripts/install-deps installs
+PoCL, whose CPU device is one).
 """
 
 import ctypes
@@ -76,7 +77,12 @@ def main():
         % (tt[2, 1].item(), view[2, 1], tt.sum().item(), view.sum()))
 
     # 3 ---------------------------------------------------------------------
-    step("3. A backend without zero-copy access: host-copy fallback, then refusals (C, examples/backend_fallback.c)")
+    step("3. Device memory on a real OpenCL driver: refused zero-copy to numpy, cured into numpy")
+    opencl_ok = opencl_step()
+
+    # 4 ---------------------------------------------------------------------
+    step("4. A backend of your own without zero-copy access: host-copy fallback, then refusals "
+         "(C, examples/backend_fallback.c)")
     if fallback is None:
         say("(skipped: pass the compiled examples/backend_fallback.c)")
         c_ok = True
@@ -91,15 +97,49 @@ def main():
         if not c_ok:
             say("(backend_fallback exited with status %d)" % run.returncode)
 
-    # 4 ---------------------------------------------------------------------
-    step("4. Everything released")
+    # 5 ---------------------------------------------------------------------
+    step("5. Everything released")
     del a, g, t, tt, d
     gc.collect()
     live = dlbridge.live_exports()
     say("dlbridge.live_exports() = %d in this process" % live)
     if c_live == 0:
         say("and 0 in the C program above, after its last release")
-    return 0 if live == 0 and c_ok else 1
+    return 0 if live == 0 and c_ok and opencl_ok else 1
+
+
+def opencl_step():
+    """A numpy array copied into OpenCL device memory (a cl_mem of the
+    driver's), which numpy cannot read; dlbridge names why a zero-copy
+    hand-over is impossible, then copies it back into host memory
+    (clEnqueueReadBuffer), and the values are checked against the original."""
+    host = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5
+    say("a = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5")
+    try:
+        dev = dlbridge.from_dlpack(host, device=(4, 0))
+    except BufferError as e:
+        say("(no OpenCL device here: %s)" % e)
+        return False
+    say("dlbridge.from_dlpack(a, device=(4, 0)) -> %r" % (dev,))
+    say("  in OpenCL device memory (kDLOpenCL = 4): its exports carry a cl_mem handle, not an address")
+    try:
+        np.from_dlpack(dev)
+        say("np.from_dlpack(tensor) took it?")
+        return False
+    except Exception as e:  # numpy 1.x: RuntimeError, 2.x: BufferError
+        say("np.from_dlpack(tensor) raised %s: %s" % (type(e).__name__, e))
+    try:
+        dev.__dlpack__(dl_device=(1, 0), copy=False)
+    except BufferError as e:
+        say("tensor.__dlpack__(dl_device=(1, 0), copy=False) raised BufferError:")
+        say("  " + str(e).split("; allow a copy")[0])
+    cured = dlbridge.from_dlpack(dev, device=(1, 0))
+    back = np.from_dlpack(cured)
+    say("dlbridge.from_dlpack(tensor, device=(1, 0)) -> %r, copied %s" % (cured, cured.copied))
+    same_values = bool(np.array_equal(back, host))
+    say("np.from_dlpack(that): %s == a: %s" % (back.tolist(), same_values))
+    del dev, cured, back
+    return same_values
 
 
 if __name__ == "__main__":

@@ -70,14 +70,19 @@ typedef struct dlb_buffer dlb_buffer;
 #define DLB_BUFFER_BACKEND (UINT64_C(1) << 11)
 
 /**
- * Allocates zero-filled host memory for a compact row-major tensor.
+ * Allocates zero-filled memory for a compact row-major tensor: host memory
+ * owned by the library for {kDLCPU, 0}, or memory of any device a built-in
+ * device backend serves (dlb_device_type_info(): DLB_DEVICE_CUDA_BACKEND
+ * for CUDA), on that backend.
  *
- * The data is aligned to at least 64 bytes. Zero-size tensors (some extent 0)
- * and 0-d tensors (ndim 0, shape may be NULL) are allowed.
- * @param device {kDLCPU, 0}; or kDLCUDA, kDLCUDAHost, kDLCUDAManaged with a
+ * Host data is aligned to at least 64 bytes. Zero-size tensors (some extent
+ * 0) and 0-d tensors (ndim 0, shape may be NULL) are allowed.
+ * @param device {kDLCPU, 0}; kDLCUDA, kDLCUDAHost, kDLCUDAManaged with a
  *        device ordinal: dlb_cuda_buffer_alloc() on a backend of that device
  *        that the library keeps for the life of the process (statuses as
- *        there).
+ *        there); kDLOpenCL with an OpenCL device index:
+ *        dlb_opencl_buffer_alloc() on the library's backend of that device,
+ *        kept likewise (statuses as there).
  * @param dtype element type; must pass dlb_dtype_check().
  * @param ndim number of dimensions, 0 to DLB_MAX_NDIM.
  * @param shape `ndim` extents, copied; may be NULL only when ndim is 0.
@@ -87,8 +92,10 @@ typedef struct dlb_buffer dlb_buffer;
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL out, NULL shape with ndim
  *         > 0, ndim < 0 or > DLB_MAX_NDIM); DLB_ERR_MALFORMED (negative
  *         extent); DLB_ERR_UNSUPPORTED_DTYPE; DLB_ERR_UNSUPPORTED_DEVICE
- *         (neither CPU nor CUDA, or no CUDA); DLB_ERR_OVERFLOW;
- *         DLB_ERR_OUT_OF_MEMORY; DLB_ERR_BACKEND (CUDA).
+ *         (a device no built-in backend serves, or its backend cannot be
+ *         used here: no driver, built without it, no such device; the
+ *         message says which); DLB_ERR_OVERFLOW; DLB_ERR_OUT_OF_MEMORY;
+ *         DLB_ERR_BACKEND (a driver call failed).
  * Thread-safe.
  */
 DLB_API dlb_status dlb_buffer_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
@@ -412,41 +419,49 @@ DLB_API void dlb_managed_free_versioned(DLManagedTensorVersioned* tensor);
 DLB_API void dlb_managed_free_legacy(DLManagedTensor* tensor);
 
 /**
- * Import flag: memory of a device type with DLB_DEVICE_CUDA_BACKEND
- * (kDLCUDA, kDLCUDAHost, kDLCUDAManaged) is taken in by the library's CUDA
- * backend of the tensor's device, as dlb_cuda_import_versioned(NULL,
- * tensor, stream) does: the buffer then carries the producer's stream
- * (dlb_import_versioned_on_stream(); DLB_STREAM_NONE, the legacy default
- * stream, through dlb_import_versioned()), exports stream-ordered and
+ * Import flag: memory of a device type a built-in device backend serves is
+ * taken in by that backend: kDLCUDA, kDLCUDAHost and kDLCUDAManaged by the
+ * CUDA backend of the tensor's device, as dlb_cuda_import_versioned(NULL,
+ * tensor, stream) does; kDLOpenCL by the OpenCL backend, as
+ * dlb_opencl_import_versioned(NULL, tensor, stream) does. The buffer then
+ * carries the producer's stream (dlb_import_versioned_on_stream();
+ * DLB_STREAM_NONE through dlb_import_versioned(): for CUDA the legacy
+ * default stream, for OpenCL no pending work), exports stream-ordered and
  * copies to the host through the driver. When the backend does not take it
- * (no driver, built without CUDA, no such device, memory the driver does
- * not know as the kind the tensor says: the CUDA import's
- * DLB_ERR_UNSUPPORTED_DEVICE) the tensor comes in as any other memory
- * does. The options' requirements (alignment, contiguity, writability) are
- * checked first in both cases. Other device types ignore the flag.
+ * (no driver or ICD loader, built without the backend, no such device,
+ * memory the driver does not know as the kind the tensor says: the
+ * backend import's DLB_ERR_UNSUPPORTED_DEVICE) the tensor comes in as any
+ * other memory does; other failures of the backend (a malformed handle, an
+ * offset past the memory) are returned. The options' requirements
+ * (alignment, contiguity, writability) are checked first in both cases.
+ * Other device types ignore the flag.
  */
-#define DLB_IMPORT_CUDA_BACKEND (UINT64_C(1) << 1)
+#define DLB_IMPORT_DEVICE_BACKEND (UINT64_C(1) << 1)
+/** The earlier name of DLB_IMPORT_DEVICE_BACKEND (the same bit). */
+#define DLB_IMPORT_CUDA_BACKEND DLB_IMPORT_DEVICE_BACKEND
 
 /**
  * dlb_import_versioned() with the stream its producer ordered the tensor's
  * data before: the consumer's side of the Python protocol in one call.
- * Under DLB_IMPORT_CUDA_BACKEND CUDA memory goes to the CUDA backend with
- * `stream` as its writer's stream; the stream is not used otherwise.
+ * Under DLB_IMPORT_DEVICE_BACKEND device memory goes to its built-in
+ * backend with `stream` as its writer's stream; the stream is not used
+ * otherwise.
  * (dlb_import_options keeps its size: a struct grown at the end would be
  * overrun by dlb_import_options_init() in programs built against an
  * earlier header, so the stream is an argument.)
  * @param tensor the managed tensor to take over; must not be NULL.
  * @param options NULL means the defaults (no routing).
- * @param stream a stream value (see the CUDA section): in Python, the
- *        stream passed to the producer's __dlpack__, 1 when none was.
+ * @param stream a stream value (see the CUDA and OpenCL sections): in
+ *        Python, the stream passed to the producer's __dlpack__, 1 when none
+ *        was.
  * @param out on success a new buffer owned by the caller, which now owns
  *        `tensor` (its deleter runs exactly once, after the last handle
  *        and export are gone); on failure untouched, and the caller still
  *        owns `tensor`.
  * @return the dlb_import_versioned() statuses; under
- *         DLB_IMPORT_CUDA_BACKEND also DLB_ERR_INVALID_ARGUMENT (a stream
+ *         DLB_IMPORT_DEVICE_BACKEND also DLB_ERR_INVALID_ARGUMENT (a stream
  *         value below -1), DLB_ERR_BACKEND and DLB_ERR_OUT_OF_MEMORY from
- *         the CUDA backend. Thread-safe.
+ *         the backend. Thread-safe.
  */
 DLB_API dlb_status dlb_import_versioned_on_stream(DLManagedTensorVersioned* tensor,
                                                   const dlb_import_options* options, int64_t stream,

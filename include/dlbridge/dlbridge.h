@@ -29,6 +29,7 @@
  *    (the device table, the consumer-stream rule, dlb_buffer_resolve);
  *    copy threads.
  *  - dlbridge/cuda.h: the built-in CUDA backend.
+ *  - dlbridge/opencl.h: the built-in OpenCL backend.
  *  - dlbridge/exchange.h: the DLPack C exchange API and its allocator.
  *  - dlbridge/share.h: tensors shared with other processes (shared memory,
  *    descriptors, Unix sockets).
@@ -42,6 +43,7 @@
 #include "dlbridge/backend.h"
 #include "dlbridge/devices.h"
 #include "dlbridge/cuda.h"
+#include "dlbridge/opencl.h"
 #include "dlbridge/exchange.h"
 #include "dlbridge/share.h"
 

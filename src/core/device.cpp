@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstddef>
 
+#include "device_backend.hpp"
 #include "errors.hpp"
 
 namespace dlb {
@@ -17,7 +18,7 @@ dlb_status describe_device_type(std::int32_t device_type, dlb_device_info* out) 
   if (d == nullptr)
     return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "device type %" PRId32 " is not a DLPack device type", device_type);
   out->device_type = device_type;
-  out->flags = d->flags;
+  out->flags = d->flags | device_backend_flags(device_type);
   out->name = d->name;
   return DLB_OK;
 }

@@ -1,8 +1,8 @@
 // The device table and its lookups, shared by every part of the library:
 // one entry per device type DLPack defines, and the questions asked of it
 // (is it known, can the host read it, is `data` an address, do streams
-// apply, does the CUDA backend take it). dlb_device_type_info() hands the
-// same table to every binding.
+// apply). dlb_device_type_info() hands the same table to every binding,
+// with the bits the built-in device backends add (device_backend.hpp).
 #ifndef DLBRIDGE_SRC_DEVICE_HPP_
 #define DLBRIDGE_SRC_DEVICE_HPP_
 
@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <cstring>
+
+#include "devices/device_types.hpp"
 
 namespace dlb {
 
@@ -25,50 +27,6 @@ inline std::int32_t device_type_of(const DLDevice& d) noexcept {
 // Writes a device type given as a plain integer, for the same reason.
 inline void set_device_type(DLDevice& d, std::int32_t type) noexcept { std::memcpy(&d, &type, sizeof type); }
 
-// The device table: one entry per device type DLPack defines (1.3 and
-// main), with its name and DLB_DEVICE_* bits. Every device question the
-// library, and through dlb_device_type_info() every binding, asks is
-// answered from it. nullptr for a type DLPack does not define.
-struct DeviceTypeInfo {
-  const char* name;     // short lowercase name ("cpu", "cuda", ...)
-  std::uint32_t flags;  // DLB_DEVICE_* bits, DLB_DEVICE_KNOWN always set
-};
-
-namespace device_bits {
-constexpr std::uint32_t K = DLB_DEVICE_KNOWN;
-constexpr std::uint32_t H = DLB_DEVICE_HOST_READABLE;
-constexpr std::uint32_t A = DLB_DEVICE_ADDRESS;
-constexpr std::uint32_t S = DLB_DEVICE_HAS_STREAMS;
-constexpr std::uint32_t C = DLB_DEVICE_CUDA_BACKEND;
-}  // namespace device_bits
-
-// The table itself, indexed by device type; a null name marks a code
-// DLPack leaves unused. Defined here so that the hot paths inline their
-// lookups; nothing outside this header spells a device property.
-inline constexpr DeviceTypeInfo kDeviceTable[] = {
-    {nullptr, 0},                                                                 // 0
-    {"cpu", device_bits::K | device_bits::H | device_bits::A},                    // kDLCPU
-    {"cuda", device_bits::K | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDA
-    {"cuda_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDAHost
-    {"opencl", device_bits::K},                                                   // kDLOpenCL: cl_mem handle
-    {nullptr, 0},                                                                 // 5: unused
-    {nullptr, 0},                                                                 // 6: unused
-    {"vulkan", device_bits::K},                                                   // kDLVulkan: VkBuffer handle
-    {"metal", device_bits::K},                                                    // kDLMetal: MTLBuffer handle
-    {"vpi", device_bits::K | device_bits::A},                                     // kDLVPI
-    {"rocm", device_bits::K | device_bits::A | device_bits::S},                   // kDLROCM
-    {"rocm_host", device_bits::K | device_bits::H | device_bits::A | device_bits::S},     // kDLROCMHost (pinned)
-    {"ext_dev", device_bits::K | device_bits::A},                                 // kDLExtDev
-    {"cuda_managed", device_bits::K | device_bits::H | device_bits::A | device_bits::S | device_bits::C},  // kDLCUDAManaged
-    {"oneapi", device_bits::K | device_bits::A},                                  // kDLOneAPI (USM pointer)
-    {"webgpu", device_bits::K},                                                   // kDLWebGPU: GPUBuffer handle
-    {"hexagon", device_bits::K | device_bits::A},                                 // kDLHexagon
-    {"maia", device_bits::K | device_bits::A},                                    // kDLMAIA
-    {"trn", device_bits::K | device_bits::A},                                     // kDLTrn
-    {"tpu", device_bits::K | device_bits::A},                                     // kDLTPU (DLPack main)
-    {"tpu_host", device_bits::K | device_bits::A},                                // kDLTPUHost (DLPack main)
-};
-
 inline const DeviceTypeInfo* device_type_info(std::int32_t t) noexcept {
   constexpr std::int32_t n = static_cast<std::int32_t>(sizeof kDeviceTable / sizeof kDeviceTable[0]);
   if (t < 0 || t >= n || kDeviceTable[t].name == nullptr) return nullptr;
@@ -82,7 +40,8 @@ inline std::uint32_t device_flags(std::int32_t device_type) noexcept {
 }
 // Device types DLPack defines.
 inline bool device_type_known(std::int32_t device_type) noexcept { return device_flags(device_type) != 0; }
-// Memory the host CPU reads directly: CPU, CUDAHost, CUDAManaged, ROCMHost.
+// Memory the host CPU reads directly: the CPU's, and devices' pinned or
+// managed host memory.
 inline bool device_is_host_readable(std::int32_t device_type) noexcept {
   return (device_flags(device_type) & DLB_DEVICE_HOST_READABLE) != 0;
 }
@@ -94,11 +53,7 @@ inline bool device_data_is_address(std::int32_t device_type) noexcept {
 inline bool device_has_streams(std::int32_t device_type) noexcept {
   return (device_flags(device_type) & DLB_DEVICE_HAS_STREAMS) != 0;
 }
-// Memory the built-in CUDA backend takes in and allocates.
-inline bool device_for_cuda_backend(std::int32_t device_type) noexcept {
-  return (device_flags(device_type) & DLB_DEVICE_CUDA_BACKEND) != 0;
-}
-// Short lowercase name ("cpu", "cuda", ...; "unknown"), for messages.
+// Short lowercase name ("cpu", "rocm", ...; "unknown"), for messages.
 inline const char* device_type_name(std::int32_t device_type) noexcept {
   const DeviceTypeInfo* d = device_type_info(device_type);
   return d == nullptr ? "unknown" : d->name;

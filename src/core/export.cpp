@@ -10,6 +10,7 @@
 #include "alloc.hpp"
 #include "buffer.hpp"
 #include "device.hpp"
+#include "device_backend.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
 #include "streams.hpp"
@@ -143,6 +144,11 @@ __attribute__((noinline, cold)) dlb_status refuse_copy(const dlb_buffer* b, cons
   if (share != DLB_OK) {
     bool stable = true;
     b->ops->shareable(b, why, sizeof why, &stable);
+  } else if (opt.copy != DLB_COPY_ALWAYS && (b->flags & DLB_BUFFER_BACKEND) != 0) {
+    std::snprintf(why, sizeof why,
+                  "the buffer is %s:%d memory of backend '%s', which the host cannot read, and the CPU device was "
+                  "asked for",
+                  device_type_name(dev_type), static_cast<int>(dev.device_id), b->owner.store.backend->name);
   } else if (opt.copy != DLB_COPY_ALWAYS) {
     std::snprintf(why, sizeof why, "the buffer is on %s:%d and the CPU device was asked for",
                   device_type_name(dev_type), static_cast<int>(dev.device_id));
@@ -501,6 +507,44 @@ dlb_status relabel_to_cpu(dlb_buffer* b, const Plan& plan, std::int64_t stream, 
   return DLB_OK;
 }
 
+// A copy of `b` on `opt.target_device`, a device whose built-in backend
+// takes host data: allocated there, filled from `b`'s host-readable memory
+// (its own, or a host copy of it).
+dlb_status resolve_to_device(dlb_buffer* b, const dlb_export_options& opt, const DeviceBackend& be,
+                             dlb_buffer** out) noexcept {
+  const DLDevice t = opt.target_device;
+  if (opt.copy == DLB_COPY_NEVER)
+    return set_error(DLB_ERR_NOT_ZERO_COPY,
+                     "the buffer is on %s:%d and %s:%d was asked for, which takes a copy, and copy was forbidden "
+                     "(DLB_COPY_NEVER)",
+                     device_type_name(device_type_of(b->tensor.device)), static_cast<int>(b->tensor.device.device_id),
+                     device_type_name(device_type_of(t)), static_cast<int>(t.device_id));
+  if ((b->flags & DLB_BUFFER_SUBBYTE_PADDED) != 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
+                     "the buffer's sub-byte elements are padded to a byte each; the %s backend takes packed ones only",
+                     be.name);
+  dlb_export_options host_opt = opt;
+  host_opt.target_device = DLDevice{kDLCPU, 0};
+  host_opt.copy = DLB_COPY_IF_NEEDED;
+  host_opt.stream = DLB_STREAM_NONE;  // the stream is the target device's, not the host's
+  host_opt.flags &= ~(DLB_EXPORT_READ_ONLY | DLB_EXPORT_STREAM_GIVEN);
+  dlb_buffer* host = nullptr;
+  DLB_TRY(buffer_resolve(b, &host_opt, &host));
+  dlb_buffer* dst = nullptr;
+  dlb_status s = be.alloc(t, b->tensor.dtype, b->tensor.ndim, b->tensor.shape, &dst);
+  if (s == DLB_OK) s = be.copy_from_host(dst, host->tensor);
+  buffer_release(host);
+  if (s != DLB_OK) {
+    if (dst != nullptr) buffer_release(dst);
+    return s;
+  }
+  // Nobody else holds the new buffer yet: its flags are still ours to set.
+  dst->flags |= DLB_BUFFER_COPIED;
+  if ((opt.flags & DLB_EXPORT_READ_ONLY) != 0) dst->flags |= DLB_BUFFER_READ_ONLY;
+  *out = dst;
+  return DLB_OK;
+}
+
 }  // namespace
 
 dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_buffer** out) noexcept {
@@ -510,6 +554,13 @@ dlb_status buffer_resolve(dlb_buffer* b, const dlb_export_options* options, dlb_
   DLB_TRY(read_options(options, &opt));
   if (b->deleted.load(std::memory_order_acquire))
     return set_error(DLB_ERR_DELETED, "buffer was deleted (donated) and cannot be resolved");
+  // Another device than the buffer's, whose built-in backend takes host
+  // data: a copy there.
+  if (opt.has_target_device != 0 && device_type_of(opt.target_device) != kDLCPU &&
+      !same_device(opt.target_device, b->tensor.device) && opt.target_device.device_id >= 0) {
+    const DeviceBackend* be = device_backend(device_type_of(opt.target_device));
+    if (be != nullptr && be->copy_from_host != nullptr) return resolve_to_device(b, opt, *be, out);
+  }
   Plan plan;
   bool stable = true;
   DLB_TRY(make_plan(b, opt, false, true, &plan, &stable));

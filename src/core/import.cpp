@@ -6,7 +6,8 @@
 #include <cstring>
 
 #include "buffer.hpp"
-#include "cuda/cuda_backend.hpp"
+#include "device.hpp"
+#include "device_backend.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "export.hpp"
@@ -28,7 +29,7 @@ __attribute__((always_inline)) inline dlb_status read_options(const dlb_import_o
   if ((a & (a - 1)) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "options->require_alignment is %" PRIu64 " (must be 0 or a power of two)",
                      a);
-  constexpr std::uint64_t known = DLB_IMPORT_LEGACY_READ_ONLY | DLB_IMPORT_CUDA_BACKEND;
+  constexpr std::uint64_t known = DLB_IMPORT_LEGACY_READ_ONLY | DLB_IMPORT_DEVICE_BACKEND;
   if ((opt->flags & ~known) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "options->flags has unknown bits 0x%" PRIx64, opt->flags & ~known);
   return DLB_OK;
@@ -88,25 +89,27 @@ dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_im
   return DLB_OK;
 }
 
-// An import under DLB_IMPORT_CUDA_BACKEND: after the same checks, CUDA
-// memory goes to the CUDA backend (which then owns the managed tensor in
-// `state`), and what it refuses as not its own comes in over `ops`. Kept out
-// of line: the plain import stays as it was.
+// An import under DLB_IMPORT_DEVICE_BACKEND: after the same checks, memory
+// of a device a built-in backend serves goes to that backend (which then
+// owns the managed tensor in `state`), and what it refuses as not its own
+// comes in over `ops`. Kept out of line: the plain import stays as it was.
 __attribute__((noinline)) dlb_status import_routed(const DLTensor& t, std::uint64_t dl_flags,
                                                    const dlb_import_options& opt, std::int64_t stream,
                                                    const StorageOps& ops, const StorageState& state,
                                                    dlb_buffer** out) noexcept {
-  if (is_cuda_memory(t.device)) {
+  const DeviceBackend* be = device_backend(device_type_of(t.device));
+  if (be != nullptr && be->take_in != nullptr) {
     LayoutInfo info;
     std::uint64_t flags = 0;
     DLB_TRY(check_incoming(t, dl_flags, opt, &info, &flags));
     if ((flags & DLB_BUFFER_SUBBYTE_PADDED) != 0)
       return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
-                       "the CUDA backend takes in packed sub-byte elements only; this tensor's are padded to a byte "
-                       "each (import it without DLB_IMPORT_CUDA_BACKEND)");
+                       "the %s backend takes in packed sub-byte elements only; this tensor's are padded to a byte "
+                       "each (import it without DLB_IMPORT_DEVICE_BACKEND)",
+                       be->name);
     const bool versioned = &ops == &kImportedVersionedStorage;
     void* managed = versioned ? static_cast<void*>(state.versioned) : static_cast<void*>(state.legacy);
-    const dlb_status s = cuda_take_in(t, flags & DLB_BUFFER_READ_ONLY, stream, versioned, managed, out);
+    const dlb_status s = be->take_in(t, flags & DLB_BUFFER_READ_ONLY, stream, versioned, managed, out);
     if (s != DLB_ERR_UNSUPPORTED_DEVICE) return s;  // taken, or a failure of the backend's own
   }
   return import_tensor(t, dl_flags, opt, ops, state, out);
@@ -127,7 +130,7 @@ __attribute__((always_inline)) inline dlb_status versioned_body(DLManagedTensorV
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.versioned = m;
-  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0)
+  if ((opt.flags & DLB_IMPORT_DEVICE_BACKEND) != 0)
     DLB_TRY(import_routed(m->dl_tensor, m->flags, opt, stream, kImportedVersionedStorage, state, &b));
   else
     DLB_TRY(import_tensor(m->dl_tensor, m->flags, opt, kImportedVersionedStorage, state, &b));
@@ -149,7 +152,7 @@ __attribute__((always_inline)) inline dlb_status legacy_body(DLManagedTensor* m,
   dlb_buffer* b = nullptr;
   StorageState state{};
   state.legacy = m;
-  if ((opt.flags & DLB_IMPORT_CUDA_BACKEND) != 0)
+  if ((opt.flags & DLB_IMPORT_DEVICE_BACKEND) != 0)
     DLB_TRY(import_routed(m->dl_tensor, flags, opt, stream, kImportedLegacyStorage, state, &b));
   else
     DLB_TRY(import_tensor(m->dl_tensor, flags, opt, kImportedLegacyStorage, state, &b));

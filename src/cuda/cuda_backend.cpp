@@ -25,13 +25,13 @@ using namespace cuda;
 // The CUDA backend behind a handle, or nullptr for another kind of backend.
 CudaBackend* cuda_backend_of(dlb_backend* backend) noexcept {
   const Backend* be = reinterpret_cast<const Backend*>(backend);
-  if (be->ops->kind != StorageKind::cuda) return nullptr;
+  if (be->ops != &kCudaStorage) return nullptr;
   return static_cast<CudaBackend*>(be->ctx);
 }
 
 // The storage of a CUDA buffer, or nullptr for a buffer of another kind.
 CudaStorage* cuda_storage_if(const dlb_buffer* b) noexcept {
-  return b->ops->kind == StorageKind::cuda ? cuda_storage_of(b) : nullptr;
+  return b->ops == &kCudaStorage ? cuda_storage_of(b) : nullptr;
 }
 
 dlb_status backend_create_impl(std::int32_t device_id, dlb_backend** out) {
@@ -175,7 +175,7 @@ dlb_status buffer_alloc_impl(dlb_backend* backend, DLDevice device, DLDataType d
   s->device_type = type;
   s->owned = true;
   s->stream.store(1, std::memory_order_relaxed);
-  const dlb_status st = buffer_from_backend(backend, s, &view, 0, StorageKind::cuda, out);
+  const dlb_status st = buffer_from_backend(backend, s, &view, 0, StorageKind::device, out);
   if (st != DLB_OK) {
     delete s;
     free_memory();
@@ -254,7 +254,7 @@ dlb_status wrap_common(dlb_backend* backend, const DLTensor* view, std::uint64_t
   s->release = release;
   s->release_ctx = ctx;
   s->stream.store(stream, std::memory_order_relaxed);
-  const dlb_status st = buffer_from_backend(backend, s, view, flags, StorageKind::cuda, out);
+  const dlb_status st = buffer_from_backend(backend, s, view, flags, StorageKind::device, out);
   if (st != DLB_OK) delete s;  // the caller keeps the memory: release is not called
   return st;
 }

@@ -8,12 +8,16 @@
 #include <cstdint>
 
 #include "core/device.hpp"
+#include "core/device_backend.hpp"
 
 namespace dlb {
 
-// Memory the CUDA backend allocates and takes in (the device table's
-// DLB_DEVICE_CUDA_BACKEND bit).
-inline bool is_cuda_memory(DLDevice device) noexcept { return device_for_cuda_backend(device_type_of(device)); }
+// Memory the CUDA backend allocates and takes in: the device types its
+// registry entry lists (kCudaDeviceBackend below).
+inline bool is_cuda_memory(DLDevice device) noexcept {
+  const std::int32_t t = device_type_of(device);
+  return t == kDLCUDA || t == kDLCUDAHost || t == kDLCUDAManaged;
+}
 
 // A managed tensor's DLTensor `t` in through the library's CUDA backend of
 // its device (dlb_cuda_import_* with a NULL backend): on success the buffer
@@ -31,6 +35,15 @@ dlb_status cuda_take_in(const DLTensor& t, std::uint64_t flags, std::int64_t str
 // without it) DLB_ERR_UNSUPPORTED_DEVICE naming the device.
 dlb_status cuda_default_alloc(DLDevice device, DLDataType dtype, std::int32_t ndim, const std::int64_t* shape,
                               dlb_buffer** out);
+
+// The CUDA backend's entry in the table of built-in device backends
+// (core/device_backend.hpp, listed in src/device_backends.cpp): the two
+// functions above, whichever file of this folder the build compiles
+// (cuda_backend.cpp, or cuda_disabled.cpp, whose versions refuse). Its
+// types carry DLB_DEVICE_CUDA_BACKEND in either build.
+inline constexpr DeviceBackend kCudaDeviceBackend = {
+    "CUDA", {kDLCUDA, kDLCUDAHost, kDLCUDAManaged, 0}, DLB_DEVICE_CUDA_BACKEND, cuda_default_alloc, cuda_take_in,
+    nullptr};
 
 // The library's backend of CUDA device `device_id` (one kept per ordinal
 // below 64, made on first use; `*kept` false when the caller must release

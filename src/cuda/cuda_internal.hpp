@@ -81,7 +81,7 @@ struct CudaStorage {
   LayoutInfo info;
 };
 
-// The storage table of CUDA buffers (kind StorageKind::cuda), and the
+// The storage table of CUDA buffers (kind StorageKind::device), and the
 // backend's destroy (releases the primary context).
 extern const StorageOps kCudaStorage;
 void destroy_backend(void* ctx) noexcept;

@@ -155,7 +155,7 @@ dlb_status open_on(dlb_backend* backend, const share::Description& desc, bool re
 }  // namespace
 
 bool cuda_ipc_shareable(const dlb_buffer* b) noexcept {
-  return b->ops->kind == StorageKind::cuda && cuda_storage_of(b)->device_type == kDLCUDA;
+  return b->ops == &cuda::kCudaStorage && cuda_storage_of(b)->device_type == kDLCUDA;
 }
 
 dlb_status cuda_ipc_share(dlb_buffer* b, bool read_only, dlb_share_descriptor* out) noexcept {

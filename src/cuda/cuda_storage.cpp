@@ -164,7 +164,7 @@ dlb_status copy_to_host(dlb_buffer* b, void* dst, std::int64_t stream) noexcept 
 
 }  // namespace
 
-const StorageOps kCudaStorage = {StorageKind::cuda, "cuda",        false,         nullptr,     wait_ready,
+const StorageOps kCudaStorage = {StorageKind::device, "cuda",      false,         nullptr,     wait_ready,
                                  acquire_access,    release_access, copy_to_host, free_storage};
 
 void destroy_backend(void* ctx) noexcept {

@@ -151,7 +151,7 @@ TEST_F(CudaTest, UserStoragesAreNotMadeOnTheCudaBackend) {
   int storage = 0;
   dlb_buffer* b = nullptr;
   EXPECT_EQ(dlb_buffer_from_backend(backend_, &storage, &layout, 0, &b), DLB_ERR_INVALID_ARGUMENT);
-  EXPECT_TRUE(MessageContains("backend 'cuda:0' is a built-in backend"));
+  EXPECT_TRUE(MessageContains("backend 'cuda:0' is a built-in device backend"));
   EXPECT_EQ(b, nullptr);
 }
 

@@ -137,6 +137,7 @@ pub const DLB_STREAM_NONE: i64 = 0;
 
 pub const DLB_IMPORT_LEGACY_READ_ONLY: u64 = 1 << 0;
 pub const DLB_IMPORT_CUDA_BACKEND: u64 = 1 << 1;
+pub const DLB_IMPORT_DEVICE_BACKEND: u64 = 1 << 1;
 
 pub const DLB_VALIDATE_CONTIGUOUS: u32 = 1 << 0;
 pub const DLB_VALIDATE_STRIDES_REQUIRED: u32 = 1 << 1;
@@ -399,6 +400,54 @@ extern "C" {
     pub fn dlb_cuda_buffer_set_stream(buffer: *mut dlb_buffer, stream: i64) -> dlb_status;
     pub fn dlb_cuda_buffer_stream(buffer: *const dlb_buffer, out: *mut i64) -> dlb_status;
 
+}
+
+// The OpenCL backend's entry points (feature `opencl`, on by default). OpenCL
+// handles (cl_context, cl_command_queue, cl_mem, cl_event) are `*mut c_void`.
+// A library built without OpenCL exports them too; each refuses.
+#[cfg(feature = "opencl")]
+extern "C" {
+    pub fn dlb_opencl_device_count(out: *mut i32) -> dlb_status;
+    pub fn dlb_opencl_backend_create(device_id: i32, out: *mut *mut dlb_backend) -> dlb_status;
+    pub fn dlb_opencl_backend_from_queue(
+        context: *mut c_void,
+        queue: *mut c_void,
+        out: *mut *mut dlb_backend,
+    ) -> dlb_status;
+    pub fn dlb_opencl_backend_queue(
+        backend: *const dlb_backend,
+        context: *mut *mut c_void,
+        queue: *mut *mut c_void,
+    ) -> dlb_status;
+    pub fn dlb_opencl_buffer_alloc(
+        backend: *mut dlb_backend,
+        dtype: DLDataType,
+        ndim: i32,
+        shape: *const i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_opencl_buffer_wrap(
+        backend: *mut dlb_backend,
+        view: *const DLTensor,
+        flags: u64,
+        event: *mut c_void,
+        release: dlb_release_fn,
+        ctx: *mut c_void,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_opencl_import_versioned(
+        backend: *mut dlb_backend,
+        tensor: *mut DLManagedTensorVersioned,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_opencl_import_legacy(
+        backend: *mut dlb_backend,
+        tensor: *mut DLManagedTensor,
+        stream: i64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
+    pub fn dlb_opencl_buffer_set_event(buffer: *mut dlb_buffer, event: *mut c_void) -> dlb_status;
 }
 
 pub const DLB_DEVICE_KNOWN: u32 = 1 << 0;

@@ -67,7 +67,7 @@ int main(void) {
   CONST(DLB_STREAM_NONE);
   CONST(DLB_DEVICE_KNOWN); CONST(DLB_DEVICE_HOST_READABLE); CONST(DLB_DEVICE_ADDRESS);
   CONST(DLB_DEVICE_HAS_STREAMS); CONST(DLB_DEVICE_CUDA_BACKEND);
-  CONST(DLB_IMPORT_LEGACY_READ_ONLY); CONST(DLB_IMPORT_CUDA_BACKEND);
+  CONST(DLB_IMPORT_LEGACY_READ_ONLY); CONST(DLB_IMPORT_CUDA_BACKEND); CONST(DLB_IMPORT_DEVICE_BACKEND);
   CONST(DLB_VALIDATE_CONTIGUOUS); CONST(DLB_VALIDATE_STRIDES_REQUIRED);
   CONST(DLB_COPY_FLAG_SWAP_BYTES); CONST(DLB_COPY_FLAG_SUBBYTE_PADDED);
   CONST(DLB_LAYOUT_STRIDED); CONST(DLB_LAYOUT_TILED); CONST(DLB_LAYOUT_MULTI_PART);
@@ -230,6 +230,7 @@ fn constants_match_the_c_header() {
         ("DLB_DEVICE_CUDA_BACKEND", DLB_DEVICE_CUDA_BACKEND as i64),
         ("DLB_IMPORT_LEGACY_READ_ONLY", DLB_IMPORT_LEGACY_READ_ONLY as i64),
         ("DLB_IMPORT_CUDA_BACKEND", DLB_IMPORT_CUDA_BACKEND as i64),
+        ("DLB_IMPORT_DEVICE_BACKEND", DLB_IMPORT_DEVICE_BACKEND as i64),
         ("DLB_VALIDATE_CONTIGUOUS", DLB_VALIDATE_CONTIGUOUS as i64),
         ("DLB_VALIDATE_STRIDES_REQUIRED", DLB_VALIDATE_STRIDES_REQUIRED as i64),
         ("DLB_COPY_FLAG_SWAP_BYTES", DLB_COPY_FLAG_SWAP_BYTES as i64),
@@ -329,6 +330,24 @@ fn every_header_function_is_declared() {
         ("dlb_cuda_buffer_set_stream", dlb_cuda_buffer_set_stream as *const ()),
         #[cfg(feature = "cuda")]
         ("dlb_cuda_buffer_stream", dlb_cuda_buffer_stream as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_device_count", dlb_opencl_device_count as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_backend_create", dlb_opencl_backend_create as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_backend_from_queue", dlb_opencl_backend_from_queue as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_backend_queue", dlb_opencl_backend_queue as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_buffer_alloc", dlb_opencl_buffer_alloc as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_buffer_wrap", dlb_opencl_buffer_wrap as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_import_versioned", dlb_opencl_import_versioned as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_import_legacy", dlb_opencl_import_legacy as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_buffer_set_event", dlb_opencl_buffer_set_event as *const ()),
         ("dlb_set_copy_threads", dlb_set_copy_threads as *const ()),
         ("dlb_copy_threads", dlb_copy_threads as *const ()),
         ("dlb_managed_tensor_alloc", dlb_managed_tensor_alloc as *const ()),
@@ -352,10 +371,12 @@ fn every_header_function_is_declared() {
     let names = header_functions();
     let header: Vec<&str> = names.iter().map(String::as_str).collect();
     assert!(header.len() >= 30, "header parse found only {} functions", header.len());
-    // Without the `cuda` feature the CUDA entry points are left out of ffi.
+    // Without the `cuda` (`opencl`) feature the CUDA (OpenCL) entry points
+    // are left out of ffi.
     let missing: Vec<&&str> = header
         .iter()
         .filter(|n| cfg!(feature = "cuda") || !n.starts_with("dlb_cuda_"))
+        .filter(|n| cfg!(feature = "opencl") || !n.starts_with("dlb_opencl_"))
         .filter(|n| !declared.iter().any(|(d, _)| d == *n))
         .collect();
     let extra: Vec<&str> = declared.iter().map(|(d, _)| *d).filter(|d| !header.contains(d)).collect();

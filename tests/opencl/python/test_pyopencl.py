@@ -1,0 +1,181 @@
+"""dlbridge and PyOpenCL on a real OpenCL driver (PoCL's CPU device in CI).
+
+PyOpenCL is the independent side: its Buffers are the memory, its
+enqueue_copy is the oracle of every value (what the driver holds, read into
+numpy, and numpy's own view of it for a strided layout), and it plays a
+DLPack producer and consumer through raw cl_mem handles (Buffer.int_ptr,
+Buffer.from_int_ptr; see cl_dlpack.py). Run by scripts/test.d/26-opencl.sh
+in the environment of scripts/opencl-env.
+"""
+
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import dlbridge
+from cl_dlpack import ClArray, device_index, refcount, take_opencl
+
+OPENCL = 4
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_exports():
+    gc.collect()
+    start = dlbridge.live_exports()
+    yield
+    gc.collect()
+    assert dlbridge.live_exports() == start
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    platform = cl.get_platforms()[0]
+    return cl.Context(platform.get_devices()[:1])
+
+
+@pytest.fixture(scope="module")
+def queue(ctx):
+    return cl.CommandQueue(ctx)
+
+
+def device_buffer(ctx, queue, values):
+    """A pyopencl Buffer holding `values` (float64), written and finished."""
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=values.nbytes)
+    cl.enqueue_copy(queue, buf, np.ascontiguousarray(values), is_blocking=True)
+    return buf
+
+
+def oracle(queue, buf, count, shape, strides, offset):
+    """What a view of `buf` holds: the driver's copy of the memory, read by
+    enqueue_copy, viewed by numpy with the view's strides."""
+    whole = np.empty(count, np.float64)
+    cl.enqueue_copy(queue, whole, buf, is_blocking=True)
+    return np.lib.stride_tricks.as_strided(whole[offset:], shape, tuple(8 * s for s in strides)).copy()
+
+
+LAYOUTS = [
+    # name, shape, strides (elements), offset (elements)
+    ("compact", (6, 10), (10, 1), 0),
+    ("offset rows", (4, 10), (10, 1), 13),
+    ("transposed", (10, 6), (1, 10), 0),
+    ("column", (6,), (10,), 3),
+    ("box", (3, 4, 5), (60, 10, 1), 11),
+    ("every other", (6, 5), (10, 2), 1),
+    ("reversed", (10,), (-1,), 9),
+]
+
+
+@pytest.mark.parametrize("name,shape,strides,offset", LAYOUTS, ids=[layout[0] for layout in LAYOUTS])
+def test_a_pyopencl_view_comes_in_zero_copy_and_cures_to_the_host(ctx, queue, name, shape, strides, offset):
+    buf = device_buffer(ctx, queue, np.arange(240.0) * 0.5 - 7)
+    refs = refcount(buf)
+    x = ClArray(buf, shape, strides, offset)
+    t = dlbridge.from_dlpack(x)
+    assert t.device == (OPENCL, device_index(ctx.devices[0]))
+    assert t.shape == shape
+    # The cl_mem itself, zero-copy, to a consumer asking for kDLOpenCL.
+    handle, byte_offset, _, _, _, _ = take_opencl(t.__dlpack__(max_version=(1, 3), dl_device=t.device))
+    assert handle == buf.int_ptr
+    assert byte_offset == offset * 8
+    # A host copy: the elements the view reaches, as the driver holds them.
+    host = dlbridge.from_dlpack(t, device=(1, 0))
+    assert host.copied and host.device == (1, 0)
+    expect = oracle(queue, buf, 240, shape, strides, offset)
+    np.testing.assert_array_equal(np.from_dlpack(host), expect)
+    # numpy's own request for the CPU gets the same copy.
+    np.testing.assert_array_equal(np.from_dlpack(t, device="cpu"), expect)
+    assert x.deleted == 0
+    del t, host
+    gc.collect()
+    assert x.deleted == 1
+    assert refcount(buf) == refs
+
+
+def test_numpy_is_refused_zero_copy_with_the_backend_named(ctx, queue):
+    buf = device_buffer(ctx, queue, np.arange(12.0))
+    t = dlbridge.from_dlpack(ClArray(buf, (3, 4)))
+    with pytest.raises(BufferError):
+        np.from_dlpack(t)  # numpy gets a kDLOpenCL capsule it cannot read
+    with pytest.raises(BufferError) as refused:
+        t.__dlpack__(dl_device=(1, 0), copy=False)
+    assert "DLB_ERR_NOT_ZERO_COPY" in str(refused.value)
+    assert "backend 'opencl:0'" in str(refused.value)
+    with pytest.raises(BufferError, match="DLB_ERR_NOT_ZERO_COPY"):
+        dlbridge.from_dlpack(t, device=(1, 0), copy=False)
+
+
+def test_a_legacy_capsule_comes_in_too(ctx, queue):
+    values = np.linspace(-1, 1, 16)
+    buf = device_buffer(ctx, queue, values)
+    x = ClArray(buf, (4, 4))
+    t = dlbridge.from_dlpack(x.__dlpack__())  # a bare legacy capsule
+    np.testing.assert_array_equal(np.from_dlpack(dlbridge.from_dlpack(t, device=(1, 0))), values.reshape(4, 4))
+    del t
+    gc.collect()
+    assert x.deleted == 1
+
+
+def test_pyopencl_consumes_a_dlbridge_tensor_on_the_device(queue):
+    values = np.arange(30.0).reshape(5, 6) ** 2
+    # numpy's array copied to OpenCL device memory by dlbridge.
+    t = dlbridge.from_dlpack(values, device=(OPENCL, 0))
+    assert t.device == (OPENCL, 0) and t.copied
+    handle, byte_offset, shape, strides, seen, context = take_opencl(t.__dlpack__(max_version=(1, 3)))
+    assert (shape, byte_offset) == ((5, 6), 0)
+    np.testing.assert_array_equal(seen, values)
+    # Its consumer queue given as the stream: the export makes the queue
+    # wait for the buffer's last writer, and the queue reads the values.
+    consumer = cl.CommandQueue(context)
+    h2, _, _, _, seen2, _ = take_opencl(t.__dlpack__(max_version=(1, 3), stream=consumer.int_ptr), consumer)
+    assert h2 == handle
+    np.testing.assert_array_equal(seen2, values)
+    # A CUDA stream value means nothing to OpenCL memory.
+    with pytest.raises(ValueError, match="is not an OpenCL stream value"):
+        t.__dlpack__(stream=1)
+
+
+def test_a_released_handle_is_refused_by_name_and_its_producer_keeps_its_tensor(ctx, queue):
+    buf = device_buffer(ctx, queue, np.arange(8.0))
+    stale = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=64)
+    handle = stale.int_ptr
+    stale.release()
+    x = ClArray(buf, (8,), handle=handle)
+    with pytest.raises(dlbridge.Error) as refused:
+        dlbridge.from_dlpack(x)
+    assert refused.value.status_name == "DLB_ERR_MALFORMED"
+    assert "is not a live cl_mem" in refused.value.message
+    gc.collect()
+    assert x.deleted == 1  # by its own capsule, which dlbridge did not take
+
+
+def test_an_offset_past_the_buffer_and_a_missing_device_are_malformed(ctx, queue):
+    buf = device_buffer(ctx, queue, np.arange(8.0))
+    refs = refcount(buf)
+    for x, words in [(ClArray(buf, (4,), offset=5), "reaches past the cl_mem's 64 bytes"),
+                     (ClArray(buf, (4,), device_id=7), "the tensor says opencl:7")]:
+        with pytest.raises(dlbridge.Error) as refused:
+            dlbridge.from_dlpack(x)
+        assert refused.value.status_name == "DLB_ERR_MALFORMED"
+        assert words in refused.value.message
+        gc.collect()
+        assert x.deleted == 1
+    assert refcount(buf) == refs
+
+
+def test_without_a_platform_the_device_copy_says_why():
+    env = dict(os.environ, OCL_ICD_VENDORS="/nonexistent/vendors")
+    code = (
+        "import numpy as np, dlbridge\n"
+        "try:\n"
+        "    dlbridge.from_dlpack(np.arange(3.0), device=(4, 0))\n"
+        "except BufferError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert "DLB_ERR_UNSUPPORTED_DEVICE" in out
+    assert "no OpenCL platform" in out
