@@ -31,6 +31,10 @@
  *          of its elements when its dtype is one the buffer protocol
  *          cannot name (ml_dtypes' int4, float8_*, bfloat16),
  *       4. __array_interface__,
+ *       5. when the consumer asked for a device (the host) and the producer
+ *          refused it: __dlpack__() on the producer's own device, taken in
+ *          and copied over by the library's backend for that device (an
+ *          OpenCL or CUDA producer that cannot copy to the host itself),
  *
  *     and copies the first that works into the memory the library gives
  *     it. A dtype of fewer than 8 bits (int4, uint2, ...) is copied one
@@ -129,6 +133,7 @@ typedef struct cure_storage {
   PyObject* method; /* owned: obj.__dlpack__ */
   PyObject* host;   /* owned or NULL: obj.__array__(), when the layout was read from it */
   int modern;       /* the producer takes the 1.x keywords */
+  int asked_device; /* the refused request named a device (dl_device) */
   int padded;       /* a dtype of fewer than 8 bits, copied one element per byte */
   int failed;       /* set by cure_copy when no step gave memory */
   int lied;         /* set when a step contradicted the producer: `lie` says how */
@@ -209,8 +214,8 @@ static int copy_source(cure_storage* st, const char* step, dlb_buffer* src, int 
     return -1;
   }
   dlb_buffer* host = NULL;
-  if (t.data == NULL && size > 0) {
-    /* Not host memory (a backend's): the library copies it over first. */
+  if ((t.data == NULL && size > 0) || t.device.device_type != kDLCPU) {
+    /* Not host memory (a backend's, a device's): the library copies it over first. */
     s = dlb_buffer_to_host(src, &host);
     if (s == DLB_OK) s = dlb_buffer_dltensor(host, &t);
   }
@@ -467,9 +472,9 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
   cure_storage* st = (cure_storage*)storage;
   const dlbpy_state* state = dlbpy_state_get();
   if (state == NULL) return -1;
-  for (int step = 0; step < 4; ++step) {
+  for (int step = 0; step < 5; ++step) {
     static const char* const names[] = {"__dlpack__(dl_device=(1, 0), copy=True)", "the buffer protocol",
-                                        "__array__()", "__array_interface__"};
+                                        "__array__()", "__array_interface__", "__dlpack__() on its own device"};
     dlb_buffer* src = NULL;
     int relabel = 0;
     int swapped = 0;
@@ -511,8 +516,15 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
         }
       }
       Py_XDECREF(arr); /* src, when made, holds what it reads */
-    } else {
+    } else if (step == 3) {
       src = interface_buffer(st->obj, &swapped);
+    } else {
+      if (!st->asked_device) continue;
+      PyObject* kwargs = st->modern ? Py_BuildValue("{sO}", "max_version", state->max_version) : PyDict_New();
+      PyObject* empty = kwargs != NULL ? PyTuple_New(0) : NULL;
+      src = capsule_buffer(empty != NULL ? PyObject_Call(st->method, empty, kwargs) : NULL);
+      Py_XDECREF(empty);
+      Py_XDECREF(kwargs);
     }
     if (src == NULL) {
       if (note(st, names[step]) != 0) return -1;
@@ -833,6 +845,7 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
   st->obj = obj;
   st->method = method;
   st->modern = modern;
+  st->asked_device = device != NULL;
 
   dlb_backend_vtable vt;
   memset(&vt, 0, sizeof vt);

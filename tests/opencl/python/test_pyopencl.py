@@ -96,6 +96,24 @@ def test_a_pyopencl_view_comes_in_zero_copy_and_cures_to_the_host(ctx, queue, na
     assert refcount(buf) == refs
 
 
+def test_a_producer_that_cannot_copy_to_the_host_is_copied_by_dlbridge(ctx, queue):
+    # ClArray refuses dl_device=(1, 0): the cure takes its OpenCL tensor in and
+    # copies it over through the OpenCL backend.
+    buf = device_buffer(ctx, queue, np.arange(60.0) - 9)
+    refs = refcount(buf)
+    x = ClArray(buf, (6, 5), (1, 6), 2)
+    with pytest.raises(BufferError, match="ClArray exports OpenCL memory only"):
+        x.__dlpack__(max_version=(1, 3), dl_device=(1, 0))
+    host = dlbridge.from_dlpack(x, device=(1, 0))
+    assert host.copied and host.device == (1, 0)
+    np.testing.assert_array_equal(np.from_dlpack(host), oracle(queue, buf, 60, (6, 5), (1, 6), 2))
+    with pytest.raises(BufferError, match="DLB_ERR_NOT_ZERO_COPY"):
+        dlbridge.from_dlpack(x, device=(1, 0), copy=False)
+    del host
+    gc.collect()
+    assert x.deleted == 1 and refcount(buf) == refs
+
+
 def test_numpy_is_refused_zero_copy_with_the_backend_named(ctx, queue):
     buf = device_buffer(ctx, queue, np.arange(12.0))
     t = dlbridge.from_dlpack(ClArray(buf, (3, 4)))
