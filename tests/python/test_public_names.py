@@ -12,14 +12,24 @@ import dlbridge
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 PACKAGE = os.path.join(ROOT, "python", "dlbridge")
 # `dlbridge.NAME` in inline code or code, and `from dlbridge import A, B`.
-DOTTED = re.compile(r"(?<![\w./-])dlbridge\.([A-Za-z][A-Za-z0-9_]*)\b")
+DOTTED = re.compile(r"(?<![\w./-])dlbridge\.([A-Za-z][A-Za-z0-9_]*)\b(?!/)")  # not a path (dlbridge.dev/...)
 FILE_SUFFIXES = {"h", "hpp", "map", "md", "py", "pyi", "so", "pc", "rs", "txt", "toml"}  # dlbridge.h is a file
 FROM_IMPORT = re.compile(r"^\s*from dlbridge import ([A-Za-z0-9_, ]+)$", re.M)
 
 
+def foreign_pages():
+    """The guides of other languages, where `dlbridge.X` is that language's
+    API: the site's configuration names them (docs/conf.py)."""
+    with open(os.path.join(ROOT, "docs", "conf.py"), encoding="utf-8") as f:
+        m = re.search(r"^dlbridge_foreign_pages = \[([^\]]*)\]", f.read(), re.M)
+    return {name + ".md" for name in re.findall(r'"([^"]+)"', m.group(1))}
+
+
 def guide_names():
     pages = [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
-    pages = [p for p in pages if os.sep + "conformance" + os.sep not in p and not p.endswith("CHANGELOG.md")]
+    foreign = foreign_pages()
+    pages = [p for p in pages if os.sep + "conformance" + os.sep not in p and not p.endswith("CHANGELOG.md")
+             and os.path.basename(p) not in foreign]
     names = {}
     for page in pages:
         with open(page, encoding="utf-8") as f:
