@@ -55,7 +55,8 @@ class Tensor:
         """A DLPack capsule: versioned when max_version's major is 1 or more,
         legacy otherwise. BufferError when the export cannot be made (a
         deleted tensor, a copy forbidden with copy=False, read-only data in a
-        legacy capsule with copy=False); TypeError or ValueError for
+        legacy capsule with copy=False, padded sub-byte elements in a legacy
+        capsule); TypeError or ValueError for
         arguments the protocol does not allow."""
         ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
@@ -83,11 +84,12 @@ def from_dlpack(
 ) -> Tensor:
     """A Tensor over what any DLPack producer exports (through its type's
     DLPack C exchange table when it has one). A producer that refuses is
-    asked for a host copy unless copy=False (then BufferError).
-    AttributeError for an object without __dlpack__; dlbridge.Error for a
-    malformed tensor, a deleted array (DLB_ERR_DELETED) or a refusal no copy
-    can cure; TypeError or ValueError for arguments the protocol does not
-    allow."""
+    asked for a host copy unless copy=False. AttributeError for an object
+    without __dlpack__; dlbridge.RefusalError (a BufferError and a
+    dlbridge.Error) for every refusal: copy=False where a copy is needed, a
+    malformed tensor, a deleted array (DLB_ERR_DELETED), a device it cannot
+    reach, a refusal no copy can cure; TypeError or ValueError for
+    arguments the protocol does not allow."""
     ...
 def live_exports() -> int:
     """Managed tensors exported by the library whose deleter has not yet run."""
