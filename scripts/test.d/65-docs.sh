@@ -4,8 +4,9 @@
 # guides cite that no longer exists, an undocumented public C symbol, a
 # Doxygen or rustdoc warning); every code block of the guides runs
 # (scripts/doc-examples, against <build-dir>); headless Chromium opens the
-# site, follows every internal link and takes screenshots of the index and
-# the Python API page into build/docs/screenshots (scripts/check-site); the
+# site, follows every internal link and takes screenshots of the index, the
+# Python guide and the Python API page into build/docs/screenshots
+# (scripts/check-site); the
 # counts and lists the guides state are what scripts/doc-facts computes; and
 # docs/layout.md names every tracked source file (scripts/check-layout-doc).
 # docs/maintainers/docs-site.md says how a page joins the site.
