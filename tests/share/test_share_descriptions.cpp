@@ -217,10 +217,10 @@ TEST_F(BadDescription, FilesThatAreNotSealedMemory) {
   close(plain);
   int p[2];
   ASSERT_EQ(pipe(p), 0);
-  expect(DLB_ERR_INVALID_ARGUMENT, "not a regular file", true, p[0]);
+  expect(DLB_ERR_INVALID_ARGUMENT, "not a memory file sealed against shrinking", true, p[0]);
   close(p[0]);
   close(p[1]);
-  expect(DLB_ERR_INVALID_ARGUMENT, "fstat failed", true, 1000);
+  expect(DLB_ERR_INVALID_ARGUMENT, "fd 1000 is not open", true, 1000);
 }
 
 }  // namespace
