@@ -98,14 +98,9 @@ Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate
     set_error(DLB_ERR_OUT_OF_MEMORY, "mapping %zu bytes of shared memory failed: %s", size, std::strerror(e));
     return nullptr;
   }
-  Mapping* m = new (std::nothrow) Mapping{static_cast<unsigned char*>(base), size, fd, read_only};
-  if (m == nullptr) {
-    munmap(base, size);
-    close(fd);
-    set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
-    return nullptr;
-  }
+  Mapping* m = nullptr;
   try {
+    m = new Mapping{static_cast<unsigned char*>(base), size, fd, read_only};
     std::lock_guard<std::mutex> lock(table_mutex);
     table().emplace(reinterpret_cast<std::uintptr_t>(m->base), m);
   } catch (...) {
@@ -129,10 +124,7 @@ dlb_status wrap_mapping(Mapping* m, const DLTensor& view, bool read_only, dlb_bu
   return s;
 }
 
-std::size_t page_size() noexcept {
-  const long p = sysconf(_SC_PAGESIZE);
-  return p > 0 ? static_cast<std::size_t>(p) : 4096;
-}
+std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }  // never fails on Linux
 
 // Seals the writable file descriptor `fd`'s memory file against new
 // writable openings (F_SEAL_FUTURE_WRITE): writable mappings that exist
@@ -236,11 +228,9 @@ namespace {
 // A new sealed memory file of at least `nbytes` bytes (at least a page),
 // mapped read-write and recorded; nullptr with the error set on failure.
 Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
+  // check_layout keeps a tensor's bits within 64 bits (nbytes < 2^61), so
+  // rounding up to a page cannot overflow.
   const std::size_t page = page_size();
-  if (nbytes > SIZE_MAX - page || nbytes > static_cast<std::uint64_t>(INT64_MAX) - page) {
-    set_error(DLB_ERR_OVERFLOW, "%" PRIu64 " bytes of shared memory cannot be allocated", nbytes);
-    return nullptr;
-  }
   std::size_t size = static_cast<std::size_t>(nbytes);
   size = size == 0 ? page : (size + page - 1) / page * page;  // an empty tensor has a mapping too
   const int fd = new_sealed_file(size);

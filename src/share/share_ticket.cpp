@@ -107,7 +107,7 @@ struct EndedTicket {
 std::mutex server_mutex;
 int running = 0;  // 1: runs; -1: cannot run here
 int listener = -1;
-int serving = -1;  // the connection being answered, or -1
+int serving = 0;  // connections being answered: 0 or 1
 std::uint64_t server_nonce = 0;
 std::vector<Held>* held = nullptr;  // oldest first; never destroyed: the thread may outlive static destruction
 EndedTicket ended[kEnded];
@@ -144,11 +144,37 @@ std::uint32_t why_ended_locked(const unsigned char* token) {
 }
 
 // The most unopened tickets a process keeps: half its descriptor limit, so
-// that tickets alone never exhaust it (at least 16).
+// that tickets alone never exhaust it (at least 16). (The limit is finite on
+// Linux: at most fs.nr_open.)
 std::size_t held_bound() {
-  rlimit r;
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  rlimit r{};
+  getrlimit(RLIMIT_NOFILE, &r);
   return std::max<std::size_t>(16, static_cast<std::size_t>(r.rlim_cur / 2));
+}
+
+// ---- connections ---------------------------------------------------------
+
+// The connections open in this process (the server's, receivers'), so that
+// a child forked meanwhile closes its copies (stored as fd + 1; 0 is a free
+// slot). More than kTracked at once would stay open in such a child.
+constexpr int kTracked = 64;
+std::mutex connection_mutex;
+int tracked[kTracked];
+
+void track_locked(int fd) {
+  for (int& slot : tracked) {
+    if (slot == 0) {
+      slot = fd + 1;
+      return;
+    }
+  }
+}
+
+void close_tracked(int fd) {
+  std::lock_guard<std::mutex> lock(connection_mutex);
+  for (int& slot : tracked)
+    if (slot == fd + 1) slot = 0;
+  close(fd);
 }
 
 void send_answer(int c, std::uint32_t op, std::uint32_t arg, const unsigned char* token) {
@@ -159,10 +185,10 @@ void send_answer(int c, std::uint32_t op, std::uint32_t arg, const unsigned char
 
 // Answers the one request of connection `c`.
 void answer(int c) {
-  ucred peer;
+  ucred peer{0, static_cast<uid_t>(-1), static_cast<gid_t>(-1)};  // unknown (it cannot fail on a socket) is refused
   socklen_t len = sizeof peer;
   const uid_t me = geteuid();
-  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) return;
+  getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len);
   // The request is read before any answer: a connection closed with
   // unread data would be reset under the answer.
   unsigned char m[kRequestSize + 1];
@@ -208,106 +234,94 @@ void answer(int c) {
   dlb_share_descriptor_close(&h.d);
 }
 
-void* serve(void*) {
+// The server's thread: `arg` is the listening socket, which this process
+// keeps open as long as it runs (a forked child has no such thread).
+void* serve(void* arg) {
+  const int l = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
   for (;;) {
-    int l;
-    {
-      std::lock_guard<std::mutex> lock(server_mutex);
-      l = listener;
-    }
-    if (l < 0) return nullptr;
     const int c = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) {
-      if (errno == EBADF || errno == EINVAL) return nullptr;
-      if (errno != EINTR && errno != ECONNABORTED) {
-        const timespec pause{0, 10 * 1000 * 1000};  // out of descriptors or memory: the request waits
-        nanosleep(&pause, nullptr);
-      }
+      const timespec pause{0, 10 * 1000 * 1000};  // out of descriptors or memory: the request waits
+      nanosleep(&pause, nullptr);
       continue;
     }
     {
+      std::lock_guard<std::mutex> lock(connection_mutex);
+      track_locked(c);
+    }
+    {
       std::lock_guard<std::mutex> lock(server_mutex);
-      serving = c;
+      serving = 1;
     }
     answer(c);
-    std::lock_guard<std::mutex> lock(server_mutex);
-    serving = -1;
-    close(c);
+    {
+      std::lock_guard<std::mutex> lock(server_mutex);
+      serving = 0;
+    }
+    close_tracked(c);
   }
 }
 
-// ---- the receiver's connections ------------------------------------------
+// ---- the receiver's connection ---------------------------------------------
 
-// Connections of receivers waiting for an answer, so that a child forked
-// meanwhile closes its copies.
-std::mutex client_mutex;
-std::vector<int>* clients = nullptr;
-
+// A receiver's connection to an issuer's server, closed when it goes.
 struct Client {
   int fd = -1;
   ~Client() {
-    if (fd < 0) return;
-    std::lock_guard<std::mutex> lock(client_mutex);
-    const auto it = std::find(clients->begin(), clients->end(), fd);
-    if (it != clients->end()) clients->erase(it);
-    close(fd);
+    if (fd >= 0) close_tracked(fd);
   }
 };
 
-// Connects `c` to the server of (pid, nonce); false with errno set.
-bool connect_to(Client* c, std::int32_t pid, std::uint64_t nonce) {
+// The step of connect_to that failed.
+enum class Connect { ok, no_socket, refused };
+
+Connect connect_to(Client* c, std::int32_t pid, std::uint64_t nonce) {
   {
-    std::lock_guard<std::mutex> lock(client_mutex);
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    try {
-      clients->push_back(fd);
-    } catch (...) {
-      close(fd);
-      errno = ENOMEM;
-      return false;
-    }
-    c->fd = fd;
+    std::lock_guard<std::mutex> lock(connection_mutex);
+    c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return Connect::no_socket;
+    track_locked(c->fd);
   }
   sockaddr_un a;
   const socklen_t len = socket_name(&a, pid, nonce);
   while (connect(c->fd, reinterpret_cast<sockaddr*>(&a), len) != 0)
-    if (errno != EINTR) return false;
-  return true;
+    if (errno != EINTR) return Connect::refused;
+  return Connect::ok;
 }
 
 // ---- fork ------------------------------------------------------------------
 
 void fork_prepare() {
-  client_mutex.lock();
+  connection_mutex.lock();
   server_mutex.lock();
 }
 void fork_parent() {
   server_mutex.unlock();
-  client_mutex.unlock();
+  connection_mutex.unlock();
 }
 void fork_child() {
   // The child has no server: the parent's tickets stay the parent's.
   if (listener >= 0) close(listener);
-  if (serving >= 0) close(serving);
   listener = -1;
-  serving = -1;
+  serving = 0;
   for (Held& h : *held) dlb_share_descriptor_close(&h.d);
   held->clear();
   std::memset(ended, 0, sizeof ended);
   running = 0;
-  for (int fd : *clients) close(fd);
-  clients->clear();
+  server_nonce = 0;
+  for (int& slot : tracked) {
+    if (slot != 0) close(slot - 1);
+    slot = 0;
+  }
   server_mutex.unlock();
-  client_mutex.unlock();
+  connection_mutex.unlock();
 }
 
-// The tables and the fork handlers, once per process.
+// The table and the fork handlers, once per process.
 void init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     held = new std::vector<Held>;
-    clients = new std::vector<int>;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
   });
 }
@@ -334,7 +348,7 @@ dlb_status start_locked() {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread takes no signal
   pthread_t thread;
-  const int made = pthread_create(&thread, nullptr, serve, nullptr);
+  const int made = pthread_create(&thread, nullptr, serve, reinterpret_cast<void*>(static_cast<std::intptr_t>(l)));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (made != 0) {
     close(l);
@@ -409,12 +423,16 @@ dlb_status not_held(const Ticket& t, std::uint32_t why) {
 dlb_status take(const Ticket& t, dlb_share_descriptor* d) {
   const int pid = static_cast<int>(t.pid);
   Client c;
-  if (!connect_to(&c, t.pid, t.nonce))
+  const Connect how = connect_to(&c, t.pid, t.nonce);
+  if (how == Connect::no_socket)
+    return set_error(DLB_ERR_OUT_OF_MEMORY, "opening a ticket needs a socket: %s", std::strerror(errno));
+  if (how == Connect::refused)
     return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: it has exited "
                      "(connecting: %s)", pid, std::strerror(errno));
-  ucred server;
+  ucred server{};  // pid 0 (it cannot fail on a socket) is not the issuer
   socklen_t len = sizeof server;
-  if (getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &server, &len) != 0 || server.pid != t.pid)
+  getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &server, &len);
+  if (server.pid != t.pid)
     return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: another process "
                      "(pid %d) listens at its server's name", pid, static_cast<int>(server.pid));
   unsigned char m[kRequestSize];
@@ -482,9 +500,9 @@ dlb_status withdraw_impl(const void* bytes, std::size_t size, std::int64_t* with
   Description d;
   DLB_TRY(parse_ticket(bytes, size, &t, &d));
   std::lock_guard<std::mutex> lock(server_mutex);
-  if (t.fd < 0 || t.pid != static_cast<std::int32_t>(getpid()) || running <= 0 || t.nonce != server_nonce)
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "the ticket was not issued by this process (pid %d)%s",
-                     static_cast<int>(getpid()), t.fd < 0 ? ": a CUDA IPC ticket holds no file" : "");
+  if (t.pid != static_cast<std::int32_t>(getpid()) || t.nonce != server_nonce)  // a CUDA IPC ticket names pid 0
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "the ticket was not issued by this process (pid %d)",
+                     static_cast<int>(getpid()));
   const std::ptrdiff_t i = find_locked(t.token);
   if (i < 0) {
     const std::uint32_t why = why_ended_locked(t.token);
@@ -515,7 +533,7 @@ std::int32_t server_impl(std::int64_t* held_out, std::int64_t* connections, std:
   init_once();
   std::lock_guard<std::mutex> lock(server_mutex);
   if (held_out != nullptr) *held_out = static_cast<std::int64_t>(held->size());
-  if (connections != nullptr) *connections = serving >= 0 ? 1 : 0;
+  if (connections != nullptr) *connections = serving;
   if (links_out != nullptr) *links_out = 0;
   return running > 0 ? 1 : 0;
 }
