@@ -192,8 +192,8 @@ void answer(int c) {
   // The request is read before any answer: a connection closed with
   // unread data would be reset under the answer.
   unsigned char m[kRequestSize + 1];
-  if (!readable(c, kRequestMs)) return;
-  const ssize_t n = recv(c, m, sizeof m, MSG_DONTWAIT);
+  ssize_t n = recv(c, m, sizeof m, MSG_DONTWAIT);  // mostly there already: the receiver sends as it connects
+  if (n < 0 && errno == EAGAIN && readable(c, kRequestMs)) n = recv(c, m, sizeof m, MSG_DONTWAIT);
   const unsigned char none[kTokenSize] = {};
   if (peer.uid != me && peer.uid != 0) return send_answer(c, kRefused, static_cast<std::uint32_t>(me), none);
   std::uint32_t op = 0;
@@ -429,15 +429,18 @@ dlb_status take(const Ticket& t, dlb_share_descriptor* d) {
   if (how == Connect::refused)
     return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: it has exited "
                      "(connecting: %s)", pid, std::strerror(errno));
+  // The request goes at once (the server, woken by the connection, finds
+  // it there), before the server is checked: another process at the
+  // server's name learns only a token of a ticket whose issuer is gone.
+  unsigned char m[kRequestSize];
+  write_request(kTake, 0, t.token, m);
+  (void)!send(c.fd, m, sizeof m, MSG_NOSIGNAL);  // a failure shows as no answer
   ucred server{};  // pid 0 (it cannot fail on a socket) is not the issuer
   socklen_t len = sizeof server;
   getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &server, &len);
   if (server.pid != t.pid)
     return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: another process "
                      "(pid %d) listens at its server's name", pid, static_cast<int>(server.pid));
-  unsigned char m[kRequestSize];
-  write_request(kTake, 0, t.token, m);
-  (void)!send(c.fd, m, sizeof m, MSG_NOSIGNAL);  // a failure shows as no answer
   if (!readable(c.fd, kAnswerMs))
     return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) did not answer within %d s", pid,
                      kAnswerMs / 1000);
