@@ -26,7 +26,7 @@ way the same luck.
   dlbridge-queue   a dlbridge.Tensor in shared memory (dlbridge.share) on a
                    multiprocessing queue (the ForkingPickler reducer: a
                    ticket for the sender's file, dlb_share_ticket_issue,
-                   taken by the worker with pidfd_getfd)
+                   handed to the worker by the sender's ticket server)
   dlbridge-plain   a dlbridge.Tensor of the numpy array (not shared) on the
                    queue: the reducer's copy, by value up to 64 KiB, into
                    a memory file above
