@@ -16,6 +16,13 @@
 // Unopened tickets are bounded (the oldest is withdrawn past half the
 // process's descriptor limit), can be withdrawn (dlb_share_ticket_withdraw)
 // and waited for (dlb_share_ticket_wait, for a process about to exit).
+//
+// Branches the tests do not reach (tests/share/test_share_faults.cpp makes
+// each system call fail in turn otherwise): a receiver's 20 s wait for a
+// server that never answers (the fault suite's kill cases come close), an
+// interrupted poll or getrandom, listen() failing after bind(), a root
+// receiver of another user's issuer, and the exception edges of vector
+// growth (out of memory).
 #include <dlbridge/dlbridge.h>
 #include <dlbridge/share.h>
 
