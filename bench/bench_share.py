@@ -26,7 +26,7 @@ way the same luck.
   dlbridge-queue   a dlbridge.Tensor in shared memory (dlbridge.share) on a
                    multiprocessing queue (the ForkingPickler reducer: a
                    ticket for the sender's file, dlb_share_ticket_issue,
-                   taken by the worker with pidfd_getfd)
+                   handed to the worker by the sender's ticket server)
   dlbridge-plain   a dlbridge.Tensor of the numpy array (not shared) on the
                    queue: the reducer's copy, by value up to 64 KiB, into
                    a memory file above
@@ -64,6 +64,16 @@ round trip), and in the worker the unpickling, the sum (for dlbridge with
 its DLPack import into numpy) and the release (del), medians in
 microseconds, and their differences from pickling.
 
+--worker-exit asks whether a tensor a worker returns arrives when the
+worker exits right after returning it: Pool(2, maxtasksperchild=1) rounds
+of 8 tasks (--rounds of them, at most 20), each task making and returning a
+128 KiB tensor, under fork and spawn, each way in a fresh process bounded
+in time: dlbridge, dlbridge with its exit wait switched off
+(dlbridge._share.EXIT_WAIT = 0 in the workers), torch.multiprocessing. For
+each: rounds delivered whole, results that did not arrive (dlbridge:
+unpickled as Unreceived), and whether the pool hung (its result handler
+thread dead), with the median round's time.
+
 With --reopen the parent closes the mapping it filled the SharedMemory
 block through and attaches the block anew before handing it over, as
 dlbridge.share once did with the shared copy it made (its pages then
@@ -77,6 +87,7 @@ import resource
 import socket
 import statistics
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -84,6 +95,8 @@ import numpy as np
 import dlbridge
 
 try:
+    if os.environ.get("DLB_BENCH_NO_TORCH") == "1":  # --worker-exit's dlbridge runs: spawned workers import this file
+        raise ImportError
     import torch
     import torch.multiprocessing as tmp
 except ImportError:  # pragma: no cover
@@ -423,7 +436,81 @@ def steps(rounds):
           % (med["pickle-copy"][0] / med["dlbridge-queue"][0], med["pickle-copy"][0] / med["dlbridge-plain"][0]))
 
 
+# ---- --worker-exit --------------------------------------------------------
+
+EXIT_N = 1 << 15  # float32 elements: 128 KiB, past what dlbridge sends by value
+
+
+def _exit_task_dlbridge(i):
+    return dlbridge.share(np.full(EXIT_N, float(i), dtype=np.float32))
+
+
+def _exit_task_torch(i):
+    return torch.full((EXIT_N,), float(i))
+
+
+def _no_exit_wait():
+    dlbridge._share.EXIT_WAIT = 0.0
+
+
+def worker_exit_child(way, method, rounds):
+    """One way's Pool rounds in this (fresh) process; prints one line."""
+    import json
+
+    if way == "torch":
+        ctx = tmp.get_context(method)
+        task, init = _exit_task_torch, None
+    else:
+        ctx = mp.get_context(method)
+        task, init = _exit_task_dlbridge, (_no_exit_wait if way == "dlbridge-nowait" else None)
+    delivered = missing = 0
+    hung = False
+    times = []
+    for _ in range(rounds):
+        pool = ctx.Pool(2, maxtasksperchild=1, initializer=init)
+        start = time.perf_counter()
+        try:
+            got = pool.map_async(task, range(8)).get(timeout=30)
+        except mp.TimeoutError:
+            hung = not pool._result_handler.is_alive()
+            break
+        times.append(time.perf_counter() - start)
+        arrived = [x for x in got if not isinstance(x, dlbridge._share.Unreceived)]
+        missing += len(got) - len(arrived)
+        delivered += len(arrived) == len(got) and all(
+            float(np.from_dlpack(x)[-1] if way != "torch" else x[-1]) == i for i, x in enumerate(got))
+        pool.close()
+        pool.join()
+        del got, arrived
+    print(json.dumps({"delivered": delivered, "missing": missing, "hung": hung,
+                      "ms": 1000 * statistics.median(times) if times else None}), flush=True)
+    os._exit(0)  # a hung pool's threads would hold the exit
+
+
+def worker_exit(rounds):
+    import json
+
+    print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print("Pool(2, maxtasksperchild=1), %d rounds of 8 tasks, each returning a 128 KiB tensor" % rounds)
+    print("%-18s %-7s %10s %10s %8s %10s" % ("way", "start", "delivered", "missing", "hung", "round ms"))
+    ways = ["dlbridge", "dlbridge-nowait"] + (["torch"] if torch is not None else [])
+    for method in ("fork", "spawn"):
+        for way in ways:
+            try:
+                env = dict(os.environ, DLB_BENCH_NO_TORCH="0" if way == "torch" else "1")
+                out = subprocess.run([sys.executable, __file__, "--worker-exit-child", way, method, str(rounds)],
+                                     capture_output=True, text=True, timeout=60 + 30 * rounds, env=env)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+            except (subprocess.TimeoutExpired, IndexError, ValueError) as e:
+                r = {"delivered": "?", "missing": "?", "hung": "? (%s)" % type(e).__name__, "ms": None}
+            print("%-18s %-7s %10s %10s %8s %10s" % (way, method, "%s/%d" % (r["delivered"], rounds), r["missing"],
+                                                    r["hung"], "%.1f" % r["ms"] if r["ms"] else "-"), flush=True)
+    print("uptime after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker-exit-child":
+        worker_exit_child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=100, help="rounds at 4 KiB and 1 MiB (128 MiB: a fifth)")
     ap.add_argument("--breakdown", action="store_true", help="the worker's steps at 128 MiB (see above)")
@@ -434,7 +521,12 @@ def main():
                     help="make each way's tensor once and hand the same one over every round")
     ap.add_argument("--reverse-setup", action="store_true",
                     help="with --same-tensors: make the tensors torch's first and dlbridge's last")
+    ap.add_argument("--worker-exit", action="store_true",
+                    help="whether tensors returned by exiting pool workers arrive (see above)")
     args = ap.parse_args()
+    if args.worker_exit:
+        worker_exit(min(20, args.rounds))
+        return
     if args.steps:
         print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
         steps(max(100, args.rounds * 10))

@@ -322,27 +322,29 @@ DLB_API int64_t dlb_shared_mappings(void);
  * dlb_share_ticket_issue() shares the buffer as dlb_buffer_share() does and
  * keeps the descriptor's file in this process, with a library thread (the
  * ticket server) that holds it until the ticket is opened; the ticket
- * names this process, the file descriptor's number, the file's device and
- * inode, a random token, and holds the description. dlb_share_ticket_open()
- * in the receiver takes the file with pidfd_getfd() (allowed to a process
- * of the same user that may trace the sender), else opens
- * /proc/PID/fd/N (allowed to one that may inspect it), checks that it is
- * the file the ticket names, and tells the sender's server, without
- * waiting, that the file was taken; where neither is allowed it asks the
- * server, which sends the file over a Unix socket to processes of its own
- * user (or root). A CUDA IPC ticket holds its description only (no file).
- * The server is started by the first ticket, takes no signal, listens in
- * the abstract Unix socket namespace (nothing on disk), and closes a file
- * up to 5 ms after its receiver took it. After fork() the child has no
- * server: its copies of the server's descriptors are closed, and it starts
- * its own with its first ticket. A ticket that is never opened keeps its
- * file open in the issuing process until that process exits.
+ * names this process, its server, the file's device and inode, a random
+ * token, and holds the description. dlb_share_ticket_open() in the
+ * receiver connects to the issuer's server (an abstract Unix socket:
+ * nothing on disk), checks that it is the process the ticket names, and
+ * asks for the file by the token; the server decides at that moment: the
+ * first request with the token gets the file (SCM_RIGHTS) and the ticket is
+ * forgotten, so a ticket opens once. The server answers processes of its
+ * own user (or root) only. A CUDA IPC ticket holds its description only (no
+ * file, no server). The server is started by the first ticket and takes no
+ * signal. After fork() the child has no server: its copies of the server's
+ * descriptors are closed, and it starts its own with its first ticket.
+ *
+ * A ticket that is never opened keeps its file open in the issuing process
+ * until it is withdrawn: by dlb_share_ticket_withdraw(); when the process
+ * holds half its file descriptor limit (RLIMIT_NOFILE) in unopened tickets,
+ * the oldest then; or when the process exits. A process about to exit may
+ * wait for its receivers with dlb_share_ticket_wait().
  */
 
 /** Largest ticket in bytes: 64 bytes of source and a description. */
 #define DLB_SHARE_TICKET_MAX (64 + DLB_SHARE_DESCRIPTION_MAX)
-/** dlb_share_ticket_open() flag: ask the sender's server for the file
- *  without trying pidfd_getfd() or /proc first. */
+/** dlb_share_ticket_open() flag, accepted for compatibility: every open
+ *  asks the sender's server for the file. */
 #define DLB_SHARE_VIA_SERVER (UINT64_C(1) << 3)
 
 /** A ticket: plain bytes that may be copied and sent as they are (no
@@ -359,8 +361,8 @@ typedef struct dlb_share_ticket {
  *        dlb_buffer_share().
  * @param out on success receives the ticket (owns nothing: the file it
  *        names is kept by this process's ticket server until the ticket is
- *        opened or this process exits). Untouched on failure, when no
- *        file descriptor is left open.
+ *        opened or withdrawn, or this process exits). Untouched on
+ *        failure, when no file descriptor is left open.
  * @return DLB_OK; the statuses of dlb_buffer_share(); DLB_ERR_OUT_OF_MEMORY
  *         (the ticket server could not start or record the file: the
  *         message says why).
@@ -369,26 +371,29 @@ typedef struct dlb_share_ticket {
 DLB_API dlb_status dlb_share_ticket_issue(dlb_buffer* buffer, uint64_t flags, dlb_share_ticket* out);
 
 /**
- * Opens a ticket: takes the file it names from its issuer (pidfd_getfd(),
- * /proc, or the issuer's server, see above) and maps it as
+ * Opens a ticket: takes the file it names from its issuer's server (see
+ * above) and maps it as
  * dlb_buffer_open_shared() does; a CUDA IPC ticket opens its description.
  * @param ticket `size` bytes of ticket (a dlb_share_ticket's `bytes`),
- *        read during the call. Opens once: a second open of the same
- *        ticket fails, unless it comes before the issuer has read the first
- *        one's release.
+ *        read during the call. Opens once: the issuer's server decides
+ *        which request is first; any other open of the same ticket, at
+ *        once or later, fails with DLB_ERR_DELETED.
  * @param size bytes at `ticket` (a dlb_share_ticket's `size`).
  * @param flags 0, DLB_SHARE_READ_ONLY, DLB_SHARE_VIA_SERVER.
  * @param out on success receives a new buffer with one reference, owned
  *        by the caller. Untouched on failure, when nothing is mapped or
  *        left open.
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL ticket or out, unknown
- *         flag bits); DLB_ERR_MALFORMED, DLB_ERR_VERSION (not a ticket,
- *         cut short, checksum mismatch, and what dlb_buffer_open_shared()
- *         refuses in its description); DLB_ERR_DELETED (the issuer has
- *         exited, no longer holds the file, or serves no process of this
- *         user: the message names its pid); and the statuses of
- *         dlb_buffer_open_shared().
- * Thread-safe; waits for the issuer's server only when it asks it.
+ *         flag bits; "permission denied": the issuer belongs to another
+ *         user, the message names both); DLB_ERR_MALFORMED, DLB_ERR_VERSION
+ *         (not a ticket, cut short, checksum mismatch, and what
+ *         dlb_buffer_open_shared() refuses in its description; a server
+ *         that sends another file than the ticket names);
+ *         DLB_ERR_DELETED (the issuer has exited, did not answer within 20
+ *         s, or holds no such ticket: opened already, withdrawn, or a
+ *         token it never issued; the message names its pid and which);
+ *         and the statuses of dlb_buffer_open_shared().
+ * Thread-safe; waits for the issuer's server's answer (up to 20 s).
  */
 DLB_API dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64_t flags, dlb_buffer** out);
 
@@ -396,14 +401,41 @@ DLB_API dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64
  * This process's ticket server, for leak checks and tests.
  * @param held receives the files it keeps for tickets not yet opened
  *        (may be NULL).
- * @param connections receives the connections of receivers it serves
- *        (may be NULL).
- * @param links receives the connections this process keeps to the servers
- *        of the issuers whose tickets it opened (may be NULL).
+ * @param connections receives the connections it is answering at this
+ *        moment, 0 or 1 (may be NULL).
+ * @param links receives 0: this process keeps no connection to other
+ *        issuers' servers, each open makes its own (may be NULL).
  * @return 1 when the server runs, 0 when it does not (yet).
  * Thread-safe.
  */
 DLB_API int32_t dlb_share_ticket_server(int64_t* held, int64_t* connections, int64_t* links);
+
+/**
+ * Takes tickets back: their files are closed in this process, and opening
+ * them fails with DLB_ERR_DELETED ("withdrew its ticket").
+ * @param ticket `size` bytes of a ticket this process issued, read during
+ *        the call; NULL: every ticket of this process not yet opened.
+ * @param size bytes at `ticket` (ignored when it is NULL).
+ * @param withdrawn receives how many tickets were withdrawn (may be NULL);
+ *        untouched on failure.
+ * @return DLB_OK; DLB_ERR_DELETED (the ticket was opened or withdrawn
+ *         already); DLB_ERR_INVALID_ARGUMENT (a ticket of another process,
+ *         or of CUDA memory, which holds no file); DLB_ERR_MALFORMED,
+ *         DLB_ERR_VERSION (not a ticket).
+ * Thread-safe.
+ */
+DLB_API dlb_status dlb_share_ticket_withdraw(const void* ticket, size_t size, int64_t* withdrawn);
+
+/**
+ * Waits until this process holds no unopened ticket (each was opened or
+ * withdrawn), or until `timeout_ms` milliseconds have passed: for a process
+ * about to exit whose receivers may not have opened what it sent yet (its
+ * files go when it exits).
+ * @param timeout_ms the longest wait; 0 or less: none.
+ * @return the number of unopened tickets still held (0: all were taken).
+ * Thread-safe.
+ */
+DLB_API int64_t dlb_share_ticket_wait(int64_t timeout_ms);
 
 /** @} */
 

@@ -166,5 +166,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-from ._share import share, share_recv, share_send, shared_mappings  # noqa: E402,F401  sharing across processes
+from ._share import share, share_recv, share_send, shared_mappings, withdraw_tickets  # noqa: E402,F401  sharing across processes
 from . import _pickle  # noqa: E402,F401  Dask's serializer of tensors (registered when Dask is imported)

@@ -328,6 +328,8 @@ typedef struct dlb_share_ticket {
 dlb_status dlb_share_ticket_issue(dlb_buffer* buffer, uint64_t flags, dlb_share_ticket* out);
 dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64_t flags, dlb_buffer** out);
 int32_t dlb_share_ticket_server(int64_t* held, int64_t* connections, int64_t* links);
+dlb_status dlb_share_ticket_withdraw(const void* ticket, size_t size, int64_t* withdrawn);
+int64_t dlb_share_ticket_wait(int64_t timeout_ms);
 """
 
 # The struct types a binding allocates or reads, for layout checks.

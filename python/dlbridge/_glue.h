@@ -272,6 +272,10 @@ PyObject* dlbpy_share_ticket(PyObject* module, PyObject* tensor);
 extern const char dlbpy_share_ticket_doc[];
 PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 extern const char dlbpy_share_ticket_open_doc[];
+PyObject* dlbpy_share_ticket_withdraw(PyObject* module, PyObject* ticket);
+extern const char dlbpy_share_ticket_withdraw_doc[];
+PyObject* dlbpy_share_ticket_wait(PyObject* module, PyObject* seconds);
+extern const char dlbpy_share_ticket_wait_doc[];
 
 /* ---- pickling (_pickle.c) ---------------------------------------------- */
 

@@ -200,6 +200,8 @@ static PyMethodDef module_methods[] = {
     {"share_ticket_open", (PyCFunction)(void (*)(void))dlbpy_share_ticket_open, METH_FASTCALL | METH_KEYWORDS,
      dlbpy_share_ticket_open_doc},
     {"share_server_state", dlbpy_share_server_state, METH_NOARGS, dlbpy_share_server_state_doc},
+    {"share_ticket_withdraw", dlbpy_share_ticket_withdraw, METH_O, dlbpy_share_ticket_withdraw_doc},
+    {"share_ticket_wait", dlbpy_share_ticket_wait, METH_O, dlbpy_share_ticket_wait_doc},
     {"tensor_payload", dlbpy_tensor_payload, METH_O, dlbpy_tensor_payload_doc},
     {"tensor_from_payload", (PyCFunction)(void (*)(void))dlbpy_tensor_from_payload, METH_FASTCALL,
      dlbpy_tensor_from_payload_doc},

@@ -236,7 +236,8 @@ PyObject* dlbpy_share_ticket(PyObject* module, PyObject* tensor) {
 const char dlbpy_share_ticket_doc[] =
     "share_ticket(tensor, /) -> bytes\n--\n\n"
     "A ticket for the tensor (dlb_share_ticket_issue; memory not shared yet is\n"
-    "copied once): this process keeps its file until one process opens it.";
+    "copied once): this process keeps its file until one process opens it or\n"
+    "it is withdrawn.";
 
 PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   static const char* const names[] = {"read_only", "via_server"};
@@ -262,8 +263,40 @@ PyObject* dlbpy_share_ticket_open(PyObject* module, PyObject* const* args, Py_ss
 }
 const char dlbpy_share_ticket_open_doc[] =
     "share_ticket_open(ticket, /, *, read_only=False, via_server=False) -> Tensor\n--\n\n"
-    "The tensor a ticket names, mapped in this process (dlb_share_ticket_open).\n"
-    "via_server: ask the sender's server for the file (DLB_SHARE_VIA_SERVER).";
+    "The tensor a ticket names, mapped in this process (dlb_share_ticket_open:\n"
+    "the sender's ticket server hands its file over). via_server is accepted\n"
+    "and changes nothing (DLB_SHARE_VIA_SERVER).";
+
+PyObject* dlbpy_share_ticket_withdraw(PyObject* module, PyObject* arg) {
+  (void)module;
+  char* bytes = NULL;
+  Py_ssize_t size = 0;
+  if (arg != Py_None && PyBytes_AsStringAndSize(arg, &bytes, &size) != 0) return NULL;
+  int64_t withdrawn = 0;
+  const dlb_status s = dlb_share_ticket_withdraw(bytes, (size_t)size, &withdrawn);
+  if (s != DLB_OK) return dlbpy_raise_status(s);
+  return PyLong_FromLongLong((long long)withdrawn);
+}
+const char dlbpy_share_ticket_withdraw_doc[] =
+    "share_ticket_withdraw(ticket, /) -> int\n--\n\n"
+    "Takes back a ticket this process issued (None: every one not opened yet;\n"
+    "dlb_share_ticket_withdraw); returns how many were withdrawn.";
+
+PyObject* dlbpy_share_ticket_wait(PyObject* module, PyObject* arg) {
+  (void)module;
+  const double seconds = PyFloat_AsDouble(arg);
+  if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+  const int64_t ms = seconds > 0 ? (int64_t)(seconds * 1000.0 + 0.5) : 0;
+  int64_t held;
+  Py_BEGIN_ALLOW_THREADS /* receivers' opens are answered meanwhile */
+  held = dlb_share_ticket_wait(ms);
+  Py_END_ALLOW_THREADS
+  return PyLong_FromLongLong((long long)held);
+}
+const char dlbpy_share_ticket_wait_doc[] =
+    "share_ticket_wait(seconds, /) -> int\n--\n\n"
+    "Waits up to seconds until every ticket this process issued was opened or\n"
+    "withdrawn (dlb_share_ticket_wait); returns how many are still unopened.";
 
 PyObject* dlbpy_share_server_state(PyObject* module, PyObject* unused) {
   (void)module;

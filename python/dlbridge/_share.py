@@ -18,7 +18,12 @@ sharing.
   process keeps until the receiver takes it (docs/sharing.md). A
   tensor that is not in shared memory yet is a copy for the receiver
   either way: one of at most 64 KiB travels as its bytes, a larger one is
-  copied once into shared memory.
+  copied once into shared memory. A ticket that cannot be opened
+  unpickles as an :class:`Unreceived`, which raises :class:`dlbridge.Error`
+  when used: unpickling never raises in multiprocessing's threads. A
+  multiprocessing child waits at its exit (up to :data:`EXIT_WAIT`
+  seconds) until its tickets were opened; :func:`withdraw_tickets` takes
+  unopened ones back.
   CUDA device memory of dlbridge's CUDA backend travels instead as its
   CUDA IPC handles (a description without a file): the receiver opens the
   same device memory, ordered after the producer's last write. It must be
@@ -35,14 +40,15 @@ reducer is registered when ``multiprocessing.reduction`` is imported,
 before or after dlbridge.
 """
 
+import os
 import sys
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, NoReturn, Optional, Sequence, Tuple
 
-from . import Tensor, _glue
+from . import Error, Tensor, _glue
 from . import from_dlpack as _from_dlpack
 
 __all__ = ["share", "share_send", "share_recv", "shared_mappings", "open_shared",
-           "descriptor"]
+           "descriptor", "withdraw_tickets", "Unreceived", "EXIT_WAIT"]
 
 
 def descriptor(tensor: Tensor, *, copy: bool = False, read_only: bool = False) -> Tuple[int, bytes]:
@@ -107,8 +113,98 @@ def shared_mappings() -> int:
 # ---------------------------------------------------------------------------
 
 
-def _rebuild(ticket: bytes) -> Tensor:
-    return _glue.share_ticket_open(ticket)
+def withdraw_tickets() -> int:
+    """Takes back every ticket this process issued that no receiver has
+    opened yet (``dlb_share_ticket_withdraw``): their memory files are
+    closed here, and unpickling them gives an :class:`Unreceived`. For
+    instance after ``Pool.terminate()``, whose unstarted tasks' tickets
+    would otherwise stay until this process exits, or until it holds half
+    its file descriptor limit in them (then the oldest go). Returns how
+    many were withdrawn."""
+    return _glue.share_ticket_withdraw(None)
+
+
+class Unreceived:
+    """What unpickling gives for a tensor whose ticket could not be opened
+    (its sender exited, withdrew it, or it was opened already; the sender
+    belongs to another user; the bytes are no ticket).
+
+    Unpickling runs in threads of ``multiprocessing`` (a pool's result
+    handler, a queue's reader) that an exception would end, hanging the
+    pool, so it never raises: it returns this, which raises the
+    :class:`dlbridge.Error` that opening raised (``error``) wherever a
+    tensor is used: DLPack (``__dlpack__``, ``__dlpack_device__``) and a
+    tensor's attributes (``shape``, ``dtype``, ...)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Error) -> None:
+        self.error = error
+
+    def _raise(self) -> NoReturn:
+        raise Error(self.error.status, self.error.message)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        self._raise()
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        self._raise()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # probes for other protocols find nothing
+            raise AttributeError(name)
+        self._raise()
+
+    def __reduce__(self) -> Any:
+        self._raise()
+
+    def __repr__(self) -> str:
+        return "dlbridge.Unreceived(%s)" % (self.error,)
+
+
+#: Seconds a multiprocessing child waits at its exit for its receivers to
+#: open the tickets it sent (its memory files go when it exits).
+EXIT_WAIT = 10.0
+_exit_wait_armed = 0  # the pid whose exit waits
+
+
+class _AfterFork:
+    """multiprocessing's after-fork hook holds its owner weakly: this one."""
+
+
+_AFTER_FORK = _AfterFork()
+
+
+def _await_receivers() -> None:
+    _glue.share_ticket_wait(EXIT_WAIT)
+
+
+def _arm_exit_wait(_: Any = None) -> None:
+    # A multiprocessing child's receiver is most often its parent, which may
+    # read what the child sent after the child has returned (a pool worker
+    # with maxtasksperchild, a process that puts its result on a queue and
+    # ends): its exit waits for them, after multiprocessing has flushed its
+    # queues (their finalizers come first). A parent's receivers are its
+    # children, which multiprocessing has joined or terminated by then. Armed
+    # when the child starts (the after-fork hook, which multiprocessing runs
+    # under every start method), or at once in a child that imports dlbridge
+    # later: a finalizer added while multiprocessing runs them at exit would
+    # not run.
+    global _exit_wait_armed
+    from multiprocessing import process, util
+
+    pid = os.getpid()
+    if _exit_wait_armed == pid or process.parent_process() is None:
+        return
+    _exit_wait_armed = pid
+    util.Finalize(None, _await_receivers, exitpriority=-100)
+
+
+def _rebuild(ticket: bytes) -> Any:
+    try:
+        return _glue.share_ticket_open(ticket)
+    except Error as e:
+        return Unreceived(e)
 
 
 # A tensor of at most this many bytes that is not in shared memory travels
@@ -134,7 +230,11 @@ _REDUCTION = "multiprocessing.reduction"
 
 
 def _register(reduction: Any) -> None:
+    from multiprocessing import util
+
     reduction.ForkingPickler.register(Tensor, _reduce)
+    util.register_after_fork(_AFTER_FORK, _arm_exit_wait)
+    _arm_exit_wait()
 
 
 class _Loader:

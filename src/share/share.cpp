@@ -31,6 +31,10 @@
 #include "core/layout.hpp"
 #include "share_format.hpp"
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010  // Linux 5.1; an older kernel refuses it (EINVAL)
+#endif
+
 using dlb::set_error;
 
 namespace dlb::share {
@@ -94,14 +98,9 @@ Mapping* map_file(int fd, std::size_t size, bool read_only, std::size_t populate
     set_error(DLB_ERR_OUT_OF_MEMORY, "mapping %zu bytes of shared memory failed: %s", size, std::strerror(e));
     return nullptr;
   }
-  Mapping* m = new (std::nothrow) Mapping{static_cast<unsigned char*>(base), size, fd, read_only};
-  if (m == nullptr) {
-    munmap(base, size);
-    close(fd);
-    set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory recording a shared mapping");
-    return nullptr;
-  }
+  Mapping* m = nullptr;
   try {
+    m = new Mapping{static_cast<unsigned char*>(base), size, fd, read_only};
     std::lock_guard<std::mutex> lock(table_mutex);
     table().emplace(reinterpret_cast<std::uintptr_t>(m->base), m);
   } catch (...) {
@@ -126,15 +125,36 @@ dlb_status wrap_mapping(Mapping* m, const DLTensor& view, bool read_only, dlb_bu
   return s;
 }
 
-std::size_t page_size() noexcept {
-  const long p = sysconf(_SC_PAGESIZE);
-  return p > 0 ? static_cast<std::size_t>(p) : 4096;
+std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }  // never fails on Linux
+
+// Seals the writable file descriptor `fd`'s memory file against new
+// writable openings (F_SEAL_FUTURE_WRITE): writable mappings that exist
+// (this process's own) keep writing, but nobody can map it writable again
+// or write() to it, whatever descriptor they open. A kernel without the
+// seal (before Linux 5.1) leaves read-only as the mapping's protection only.
+dlb_status seal_future_write(int fd) noexcept {
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0 && errno != EINVAL)
+    return set_error(DLB_ERR_READ_ONLY,
+                     "the shared memory cannot be sealed against writing (F_SEAL_FUTURE_WRITE: %s), so a read-only "
+                     "receiver could map it writable; it cannot be shared read-only",
+                     std::strerror(errno));
+  return DLB_OK;
+}
+
+// Whether `fd`'s memory file is sealed against new writable mappings.
+bool sealed_against_writing(int fd) noexcept {
+  const int seals = fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & (F_SEAL_FUTURE_WRITE | F_SEAL_WRITE)) != 0;
 }
 
 // A new close-on-exec file descriptor for `m`'s file, read-only if asked.
+// A read-only one of a file this process maps writable seals the file
+// against new writable openings first: the receiver could otherwise open
+// /proc/self/fd/N for writing.
 dlb_status file_for(const Mapping& m, bool read_only, int* out) noexcept {
   int fd;
   if (read_only && !m.read_only) {
+    DLB_TRY(seal_future_write(m.fd));
     char path[64];
     std::snprintf(path, sizeof path, "/proc/self/fd/%d", m.fd);
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -163,15 +183,21 @@ dlb_status check_flags(std::uint64_t flags, std::uint64_t known, const char* who
                    who);
 }
 
-dlb_status check_memory_file(int fd, struct stat* st) noexcept {
-  if (fstat(fd, st) != 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d: fstat failed: %s", fd, std::strerror(errno));
-  if (!S_ISREG(st->st_mode))
-    return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d is not a memory file (not a regular file)", fd);
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+dlb_status check_memory_file(int fd, struct stat* st, int* seals) noexcept {
+  // The seals before the size: once shrinking is sealed the size cannot
+  // fall, so the size read next is the least the file will ever have. In
+  // the other order a sender could shrink the file (and then seal it)
+  // between the two reads, and the mapping of the old size would fault
+  // (SIGBUS) on its first read past the new end.
+  const int sealed = fcntl(fd, F_GET_SEALS);
+  if (sealed < 0 || (sealed & F_SEAL_SHRINK) == 0) {
+    if (sealed < 0 && errno == EBADF) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d is not open", fd);
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "fd %d is not a memory file sealed against shrinking, so its pages could vanish under the mapping",
                      fd);
+  }
+  if (fstat(fd, st) != 0) return set_error(DLB_ERR_INVALID_ARGUMENT, "fd %d: fstat failed: %s", fd, std::strerror(errno));
+  *seals = sealed;
   return DLB_OK;
 }
 
@@ -187,7 +213,9 @@ static int new_sealed_file(std::size_t size) noexcept {
     set_error(DLB_ERR_OUT_OF_MEMORY, "sizing shared memory to %zu bytes failed: %s", size, std::strerror(e));
     return -1;
   }
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  // Not F_SEAL_SEAL: a read-only share adds F_SEAL_FUTURE_WRITE later
+  // (seal_future_write).
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
     const int e = errno;
     close(fd);
     set_error(DLB_ERR_OUT_OF_MEMORY, "sealing shared memory failed: %s", std::strerror(e));
@@ -201,11 +229,9 @@ namespace {
 // A new sealed memory file of at least `nbytes` bytes (at least a page),
 // mapped read-write and recorded; nullptr with the error set on failure.
 Mapping* new_shared_mapping(std::uint64_t nbytes) noexcept {
+  // check_layout keeps a tensor's bits within 64 bits (nbytes < 2^61), so
+  // rounding up to a page cannot overflow.
   const std::size_t page = page_size();
-  if (nbytes > SIZE_MAX - page || nbytes > static_cast<std::uint64_t>(INT64_MAX) - page) {
-    set_error(DLB_ERR_OVERFLOW, "%" PRIu64 " bytes of shared memory cannot be allocated", nbytes);
-    return nullptr;
-  }
   std::size_t size = static_cast<std::size_t>(nbytes);
   size = size == 0 ? page : (size + page - 1) / page * page;  // an empty tensor has a mapping too
   const int fd = new_sealed_file(size);
@@ -245,7 +271,7 @@ dlb_status alloc_impl(DLDevice device, DLDataType dtype, std::int32_t ndim, cons
 // can write. False with the error set on failure (the mapping unchanged).
 bool seal_read_only(Mapping* m) noexcept {
   int ro = -1;
-  if (file_for(*m, true, &ro) != DLB_OK) return false;
+  if (file_for(*m, true, &ro) != DLB_OK) return false;  // also seals the file against writing
   if (mprotect(m->base, m->size, PROT_READ) != 0) {
     const int e = errno;
     close(ro);
@@ -325,6 +351,10 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
       std::lock_guard<std::mutex> lock(table_mutex);
       if (Mapping* m = find_locked(lo, hi)) {
         found = true;
+        if (!read_only && !m->read_only && sealed_against_writing(m->fd))
+          return set_error(DLB_ERR_READ_ONLY,
+                           "the buffer's shared memory was shared read-only before, which sealed it against new "
+                           "writable mappings (F_SEAL_FUTURE_WRITE); share it with DLB_SHARE_READ_ONLY");
         DLB_TRY(file_for(*m, read_only, &fd));
         file_size = m->size;
         offset = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - reinterpret_cast<std::uintptr_t>(m->base);
@@ -397,7 +427,8 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   const bool read_only = read_only_of(flags, (d.flags & kDescReadOnly) != 0);
   if (d.kind == DLB_SHARE_KIND_CUDA_IPC) return cuda_ipc_open(d, read_only, out);
   struct stat st;
-  DLB_TRY(check_memory_file(fd, &st));
+  int seals = 0;
+  DLB_TRY(check_memory_file(fd, &st, &seals));
   if (static_cast<std::uint64_t>(st.st_size) != d.file_size)
     return set_error(DLB_ERR_MALFORMED, "the description says the file has %" PRIu64 " bytes; it has %" PRIu64,
                      d.file_size, static_cast<std::uint64_t>(st.st_size));
@@ -411,6 +442,11 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
     return set_error(DLB_ERR_READ_ONLY,
                      "the description allows writing but fd %" PRId32 " was opened read-only; open it with "
                      "DLB_SHARE_READ_ONLY",
+                     fd);
+  if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0 && !read_only)
+    return set_error(DLB_ERR_READ_ONLY,
+                     "the description allows writing but the memory file of fd %" PRId32
+                     " is sealed against writing (it was shared read-only); open it with DLB_SHARE_READ_ONLY",
                      fd);
   int own = fd;
   if (taken.fd >= 0) {

@@ -263,19 +263,24 @@ dlb_status parse_ticket(const void* bytes, std::size_t size, Ticket* out, Descri
   return DLB_OK;
 }
 
-void write_request(std::uint32_t op, const unsigned char* token, unsigned char* out) noexcept {
+void write_request(std::uint32_t op, std::uint32_t arg, const unsigned char* token, unsigned char* out) noexcept {
   std::memset(out, 0, kRequestSize);
   write_prefix(out, kRecordRequest, kRequestSize);
   put(out + 16, op, 4);
+  put(out + 20, arg, 4);
   std::memcpy(out + 24, token, kTokenSize);
   seal(out, kRequestSize);
 }
 
-dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, unsigned char* token) noexcept {
+dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, std::uint32_t* arg,
+                         unsigned char* token) noexcept {
   DLB_TRY(check_prefix(p, size, kRecordRequest, kRequestSize));
-  *op = static_cast<std::uint32_t>(get(p + 16, 4));
-  if (size != kRequestSize || (*op != kRelease && *op != kFetch) || get(p + 20, 4) != 0)
-    return set_error(DLB_ERR_MALFORMED, "not a ticket request (operation %" PRIu32 ", %zu bytes)", *op, size);
+  const std::uint32_t o = static_cast<std::uint32_t>(get(p + 16, 4));
+  const std::uint32_t a = static_cast<std::uint32_t>(get(p + 20, 4));
+  if (size != kRequestSize || (o != kTake && o != kRefused && o != kNotHeld) || (o == kTake && a != 0))
+    return set_error(DLB_ERR_MALFORMED, "not a ticket request or answer (operation %" PRIu32 ", %zu bytes)", o, size);
+  *op = o;
+  *arg = a;
   std::memcpy(token, p + 24, kTokenSize);
   return DLB_OK;
 }

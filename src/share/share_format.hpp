@@ -39,13 +39,18 @@
 //       48   16 the ticket's random token
 //       64      the description of the tensor over the file
 //
-// A request (type 2) to a ticket server, 40 bytes:
-//       16    4 operation: 1 the file was taken (release it), 2 send it
-//       20    4 0
-//       24   16 the ticket's token
-// The server answers a request to send with the description
-// (dlb_share_send(), the file attached), or with an empty message when it
-// holds no such ticket.
+// A request (type 2) to a ticket server, and its answers, 40 bytes:
+//       16    4 operation: 2 take the ticket's file (a receiver's request);
+//               3 refused: the receiver is not of the server's user (an
+//               answer); 4 not held (an answer)
+//       20    4 0 in a request; in an answer the server's user id (3) or
+//               why it holds no such ticket (4: 1 opened already, 2
+//               withdrawn by its issuer, 3 withdrawn as the oldest past the
+//               bound on unopened tickets, 0 unknown to it)
+//       24   16 the ticket's token (0 in answer 3)
+// The server answers a request to take with the description
+// (dlb_share_send(), the file attached), or with answer 3 or 4. (Operation
+// 1, a release sent after taking the file directly, is no longer read.)
 #ifndef DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 #define DLBRIDGE_SRC_SHARE_FORMAT_HPP_
 
@@ -71,8 +76,9 @@ constexpr std::uint16_t kRecordRequest = 2;
 constexpr std::size_t kTicketHeader = 64;
 constexpr std::size_t kTokenSize = 16;
 constexpr std::size_t kRequestSize = 40;
-constexpr std::uint32_t kRelease = 1;
-constexpr std::uint32_t kFetch = 2;
+constexpr std::uint32_t kTake = 2;
+constexpr std::uint32_t kRefused = 3;
+constexpr std::uint32_t kNotHeld = 4;
 static_assert(DLB_SHARE_TICKET_MAX == kTicketHeader + DLB_SHARE_DESCRIPTION_MAX);
 static_assert(kDescHeader == 56);
 static_assert(DLB_SHARE_CUDA_HANDLES == 2 * kIpcHandle);
@@ -160,10 +166,11 @@ std::size_t write_ticket(const Ticket& t, const unsigned char* description, std:
 // error on failure.
 dlb_status parse_ticket(const void* bytes, std::size_t size, Ticket* out, Description* d) noexcept;
 
-// A request to a ticket server (kRequestSize bytes into `out`), and its
-// check.
-void write_request(std::uint32_t op, const unsigned char* token, unsigned char* out) noexcept;
-dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, unsigned char* token) noexcept;
+// A request to a ticket server or its answer (kRequestSize bytes into
+// `out`), and its check: a known operation, `arg` 0 in a request.
+void write_request(std::uint32_t op, std::uint32_t arg, const unsigned char* token, unsigned char* out) noexcept;
+dlb_status parse_request(const unsigned char* p, std::size_t size, std::uint32_t* op, std::uint32_t* arg,
+                         unsigned char* token) noexcept;
 
 // A file descriptor given with DLB_SHARE_TAKE_FD (else -1), closed on
 // every return unless released to its new owner.
@@ -181,9 +188,10 @@ struct TakenFd {
 dlb_status check_flags(std::uint64_t flags, std::uint64_t known, const char* who) noexcept;
 
 // Checks that `fd` is a memory file sealed against shrinking (so that its
-// pages cannot vanish under a mapping); `st` receives its fstat. Sets the
-// error on failure.
-dlb_status check_memory_file(int fd, struct stat* st) noexcept;
+// pages cannot vanish under a mapping): the seals first, then the size, so
+// that a sender cannot shrink it between the two; `st` receives its fstat
+// and `seals` its seals. Sets the error on failure.
+dlb_status check_memory_file(int fd, struct stat* st, int* seals) noexcept;
 
 }  // namespace dlb::share
 

@@ -1,19 +1,33 @@
 // Tickets (share.h): a buffer's memory file kept by its issuer's ticket
-// server until a receiver takes it with pidfd_getfd, through /proc, or
-// from the server itself. The records are share_format.hpp's.
+// server until one receiver takes it. The records are share_format.hpp's.
 //
 // The server is one thread of the library (no signal), started by the
-// first ticket, on a SOCK_SEQPACKET socket in the abstract namespace
-// named dlbridge-<pid>-<nonce>, accepting only peers of its own user (or
-// root). A receiver keeps one connection to each issuer it met, for its
-// releases; once a connection has carried a release the server polls it
-// for its hang-up only, so that a release wakes no thread, and reads the
-// releases every kDrainMs while it holds files; a second after its last
-// one it sleeps until a new ticket wakes it.
+// first ticket, on a SOCK_SEQPACKET socket in the abstract namespace named
+// dlbridge-<pid>-<nonce>, answering only processes of its own user (or
+// root). Every open is one connection: the receiver sends the ticket's
+// token, and the server, at that moment, either hands the file over and
+// forgets the ticket (so a ticket opens once, whoever asks, however fast)
+// or says why it holds none. The receiver checks that the server is the
+// process the ticket names. No file is taken from the issuer any other way
+// (pidfd_getfd, /proc/<pid>/fd): a ticket proves nothing but its token, so
+// only the holder of the token gets a file, and only the one it was issued
+// for.
+//
+// Unopened tickets are bounded (the oldest is withdrawn past half the
+// process's descriptor limit), can be withdrawn (dlb_share_ticket_withdraw)
+// and waited for (dlb_share_ticket_wait, for a process about to exit).
+//
+// Branches the tests do not reach (tests/share/test_share_faults.cpp makes
+// each system call fail in turn otherwise): a receiver's 20 s wait for a
+// server that never answers (the fault suite's kill cases come close), an
+// interrupted poll or getrandom, listen() failing after bind(), a root
+// receiver of another user's issuer, and the exception edges of vector
+// growth (out of memory).
 #include <dlbridge/dlbridge.h>
 #include <dlbridge/share.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -25,11 +39,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,9 +55,12 @@ using dlb::set_error;
 namespace dlb::share {
 namespace {
 
-constexpr int kDrainMs = 5;     // kept links are drained this often while files are held
-constexpr int kIdleMs = 1000;   // and stop being drained this long after the last one
-constexpr std::size_t kFirstConnection = 2;  // polls[0]: the listener, [1]: the wake-up eventfd
+constexpr int kRequestMs = 1000;   // the server waits this long for a connection's request
+constexpr int kAnswerMs = 20000;   // a receiver waits this long for the server's answer
+constexpr std::size_t kEnded = 64;  // tickets whose end the server remembers, for its answers
+
+// Why the server holds no ticket of a token (the argument of kNotHeld).
+enum Ended : std::uint32_t { kUnknown = 0, kOpened = 1, kWithdrawn = 2, kWithdrawnOldest = 3 };
 
 socklen_t socket_name(sockaddr_un* a, std::int32_t pid, std::uint64_t nonce) {
   std::memset(a, 0, sizeof *a);
@@ -68,30 +84,18 @@ bool random_bytes(void* out, std::size_t n) {
   return true;
 }
 
-long long now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+using Clock = std::chrono::steady_clock;
 
-int connect_to(std::int32_t pid, std::uint64_t nonce) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un a;
-  const socklen_t len = socket_name(&a, pid, nonce);
-  while (connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
-    if (errno == EINTR) continue;
-    const int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
+// Waits up to `ms` for `fd` to be readable (or hung up); false on timeout.
+bool readable(int fd, int ms) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const int n = poll(&p, 1, left > 0 ? static_cast<int>(left) : 0);
+    if (n > 0) return true;
+    if (n == 0 || errno != EINTR) return false;
   }
-  return fd;
-}
-
-bool hung_up(int fd) {
-  pollfd p{fd, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 // ---- the issuer's server -------------------------------------------------
@@ -101,220 +105,230 @@ struct Held {
   dlb_share_descriptor d;  // its fd is the server's
 };
 
-// All under server_mutex, except that the thread reads `polls` without it
-// (only the thread and the fork child handler change it, and the handler
-// runs in a child where the thread does not exist).
-std::mutex server_mutex;
-int running = 0;  // 1: runs; -1: cannot run here
-std::uint64_t server_nonce = 0;
-std::vector<Held>* held = nullptr;   // never destroyed: the thread may outlive static destruction
-std::vector<pollfd>* polls = nullptr;
-bool sleeping = false;  // the thread waits without a timeout: a new ticket wakes it
-
-bool take_held(const unsigned char* token, Held* out) {
-  std::lock_guard<std::mutex> lock(server_mutex);
-  for (auto it = held->begin(); it != held->end(); ++it) {
-    if (std::memcmp(it->token, token, kTokenSize) == 0) {
-      *out = *it;
-      *it = held->back();
-      held->pop_back();
-      return true;
-    }
-  }
-  return false;
-}
-
-void accept_one(int listener) {
-  const int c = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-  if (c < 0) return;
-  ucred peer;
-  socklen_t len = sizeof peer;
-  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || (peer.uid != geteuid() && peer.uid != 0)) {
-    close(c);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(server_mutex);
-  try {
-    polls->push_back(pollfd{c, POLLIN, 0});
-  } catch (...) {
-    close(c);
-  }
-}
-
-// Answers every request waiting on a connection (none waits); false when
-// the connection is to be closed. A connection that has carried a release
-// is a receiver's kept link: from then on it is polled for its hang-up
-// only, and drained on the timer.
-bool answer(pollfd* p) {
-  for (;;) {
-    unsigned char m[kRequestSize + 1];
-    const ssize_t n = recv(p->fd, m, sizeof m, MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    std::uint32_t op = 0;
-    unsigned char token[kTokenSize];
-    if (n <= 0 || parse_request(m, static_cast<std::size_t>(n), &op, token) != DLB_OK) {
-      dlb_clear_last_error();
-      return false;  // closed, or not ours
-    }
-    Held h;
-    const bool found = take_held(token, &h);
-    if (op == kRelease) {
-      if (found) dlb_share_descriptor_close(&h.d);
-      p->events = POLLRDHUP;
-      continue;
-    }
-    const bool sent = found ? dlb_share_send(p->fd, &h.d) == DLB_OK : send(p->fd, "", 0, MSG_NOSIGNAL) == 0;
-    if (found) dlb_share_descriptor_close(&h.d);
-    if (!sent) return false;
-  }
-}
-
-void* serve(void*) {
-  long long active = now_ms();
-  for (;;) {
-    bool lazy = false;
-    for (std::size_t i = kFirstConnection; i < polls->size(); ++i) lazy |= (*polls)[i].events == POLLRDHUP;
-    int timeout;
-    {
-      std::lock_guard<std::mutex> lock(server_mutex);
-      const long long now = now_ms();
-      if (!held->empty()) active = now;
-      timeout = lazy && now - active < kIdleMs ? kDrainMs : -1;
-      sleeping = timeout < 0;
-    }
-    if (poll(polls->data(), static_cast<nfds_t>(polls->size()), timeout) < 0) {
-      if (errno == EINTR) continue;
-      return nullptr;
-    }
-    if (((*polls)[1].revents & POLLIN) != 0) {
-      std::uint64_t count;
-      (void)!read((*polls)[1].fd, &count, sizeof count);
-      active = now_ms();
-    }
-    if (((*polls)[0].revents & POLLIN) != 0) accept_one((*polls)[0].fd);
-    for (std::size_t i = polls->size(); i-- > kFirstConnection;) {
-      pollfd* p = &(*polls)[i];
-      const short r = p->revents;
-      if (r == 0 && p->events != POLLRDHUP) continue;  // kept links are drained every time
-      const bool hung = (r & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
-      if (!answer(p) || hung) {
-        std::lock_guard<std::mutex> lock(server_mutex);
-        close(p->fd);
-        (*polls)[i] = polls->back();
-        polls->pop_back();
-      }
-    }
-  }
-}
-
-// ---- the receiver's links -------------------------------------------------
-
-struct Link {
-  std::int32_t pid;
-  std::uint64_t nonce;
-  int fd;     // the kept connection: releases only, sent without waiting
-  int pidfd;  // the issuer's pidfd for pidfd_getfd, or -1 (not allowed here)
+struct EndedTicket {
+  unsigned char token[kTokenSize];
+  std::uint32_t why;
 };
 
-std::mutex link_mutex;  // never held across a call that waits
-std::vector<Link>* links = nullptr;
+// All under server_mutex.
+std::mutex server_mutex;
+int running = 0;  // 1: runs; -1: cannot run here
+int listener = -1;
+int serving = 0;  // connections being answered: 0 or 1
+std::uint64_t server_nonce = 0;
+std::vector<Held>* held = nullptr;  // oldest first; never destroyed: the thread may outlive static destruction
+EndedTicket ended[kEnded];
+std::size_t ended_next = 0;
 
-void close_link(const Link& l) {
-  close(l.fd);
-  if (l.pidfd >= 0) close(l.pidfd);
+// Remembers why the ticket of `token` ended. Under server_mutex.
+void remember_locked(const unsigned char* token, std::uint32_t why) {
+  std::memcpy(ended[ended_next].token, token, kTokenSize);
+  ended[ended_next].why = why;
+  ended_next = (ended_next + 1) % kEnded;
 }
 
-// The kept link to the server of (pid, nonce), made on first contact
-// (closing those whose server has gone meanwhile); nullptr with errno set
-// when the server cannot be reached. Under link_mutex.
-Link* link_to(std::int32_t pid, std::uint64_t nonce) {
-  for (Link& l : *links)
-    if (l.pid == pid && l.nonce == nonce) return &l;
-  links->erase(std::remove_if(links->begin(), links->end(),
-                              [](const Link& l) {
-                                if (!hung_up(l.fd)) return false;
-                                close_link(l);
-                                return true;
-                              }),
-               links->end());
-  const int fd = connect_to(pid, nonce);
-  if (fd < 0) return nullptr;
-#ifdef SYS_pidfd_open
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
-#else
-  const int pidfd = -1;
-#endif
-  try {
-    links->push_back(Link{pid, nonce, fd, pidfd});
-  } catch (...) {
-    close_link(Link{pid, nonce, fd, pidfd});
-    errno = ENOMEM;
-    return nullptr;
+// Forgets held[i] (closing its file) and remembers why. Under server_mutex.
+void end_locked(std::size_t i, std::uint32_t why) {
+  Held& h = (*held)[i];
+  remember_locked(h.token, why);
+  dlb_share_descriptor_close(&h.d);
+  held->erase(held->begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+std::ptrdiff_t find_locked(const unsigned char* token) {
+  for (std::size_t i = 0; i < held->size(); ++i)
+    if (std::memcmp((*held)[i].token, token, kTokenSize) == 0) return static_cast<std::ptrdiff_t>(i);
+  return -1;
+}
+
+// Why the ticket of `token` ended, the latest record first.
+std::uint32_t why_ended_locked(const unsigned char* token) {
+  for (std::size_t k = 1; k <= kEnded; ++k) {
+    const EndedTicket& e = ended[(ended_next + kEnded - k) % kEnded];
+    if (e.why != kUnknown && std::memcmp(e.token, token, kTokenSize) == 0) return e.why;
   }
-  return &links->back();
+  return kUnknown;
 }
 
-// The ticket's file as a descriptor of this process, or -1: taken with
-// pidfd_getfd (a writable open only: the issuer's descriptor may be), else
-// opened through /proc/<pid>/fd/<n>; either way checked to be the file
-// the ticket names. Under link_mutex.
-int take_file(Link* l, const Ticket& t, bool read_only) {
-  int fd = -1;
-#ifdef SYS_pidfd_getfd
-  if (l != nullptr && l->pidfd >= 0 && !read_only) {
-    fd = static_cast<int>(syscall(SYS_pidfd_getfd, l->pidfd, static_cast<int>(t.fd), 0));
-    if (fd < 0 && errno == EPERM) {  // not allowed here: /proc from now on
-      close(l->pidfd);
-      l->pidfd = -1;
+// The most unopened tickets a process keeps: half its descriptor limit, so
+// that tickets alone never exhaust it (at least 16). (The limit is finite on
+// Linux: at most fs.nr_open.)
+std::size_t held_bound() {
+  rlimit r{};
+  getrlimit(RLIMIT_NOFILE, &r);
+  return std::max<std::size_t>(16, static_cast<std::size_t>(r.rlim_cur / 2));
+}
+
+// ---- connections ---------------------------------------------------------
+
+// The connections open in this process (the server's, receivers'), so that
+// a child forked meanwhile closes its copies (stored as fd + 1; 0 is a free
+// slot). More than kTracked at once would stay open in such a child.
+constexpr int kTracked = 64;
+std::mutex connection_mutex;
+int tracked[kTracked];
+
+void track_locked(int fd) {
+  for (int& slot : tracked) {
+    if (slot == 0) {
+      slot = fd + 1;
+      return;
     }
   }
-#endif
-  if (fd < 0) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/fd/%d", static_cast<int>(t.pid), static_cast<int>(t.fd));
-    fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    if (fd < 0) return -1;
+}
+
+void close_tracked(int fd) {
+  std::lock_guard<std::mutex> lock(connection_mutex);
+  for (int& slot : tracked)
+    if (slot == fd + 1) slot = 0;
+  close(fd);
+}
+
+void send_answer(int c, std::uint32_t op, std::uint32_t arg, const unsigned char* token) {
+  unsigned char m[kRequestSize];
+  write_request(op, arg, token, m);
+  (void)!send(c, m, sizeof m, MSG_NOSIGNAL);
+}
+
+// Answers the one request of connection `c`.
+void answer(int c) {
+  ucred peer{0, static_cast<uid_t>(-1), static_cast<gid_t>(-1)};  // unknown (it cannot fail on a socket) is refused
+  socklen_t len = sizeof peer;
+  const uid_t me = geteuid();
+  getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len);
+  // The request is read before any answer: a connection closed with
+  // unread data would be reset under the answer.
+  unsigned char m[kRequestSize + 1];
+  ssize_t n = recv(c, m, sizeof m, MSG_DONTWAIT);  // mostly there already: the receiver sends as it connects
+  if (n < 0 && errno == EAGAIN && readable(c, kRequestMs)) n = recv(c, m, sizeof m, MSG_DONTWAIT);
+  const unsigned char none[kTokenSize] = {};
+  if (peer.uid != me && peer.uid != 0) return send_answer(c, kRefused, static_cast<std::uint32_t>(me), none);
+  std::uint32_t op = 0;
+  std::uint32_t arg = 0;
+  unsigned char token[kTokenSize];
+  if (n <= 0 || parse_request(m, static_cast<std::size_t>(n), &op, &arg, token) != DLB_OK || op != kTake) {
+    dlb_clear_last_error();
+    return;  // not ours
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != t.dev ||
-      static_cast<std::uint64_t>(st.st_ino) != t.ino) {
-    close(fd);
-    return -1;
+  Held h;
+  bool found = false;
+  std::uint32_t why = kUnknown;
+  {
+    // The decision: the first request with the token takes the ticket.
+    std::lock_guard<std::mutex> lock(server_mutex);
+    const std::ptrdiff_t i = find_locked(token);
+    found = i >= 0;
+    if (found) {
+      h = (*held)[static_cast<std::size_t>(i)];
+      held->erase(held->begin() + i);
+      remember_locked(token, kOpened);
+    } else {
+      why = why_ended_locked(token);
+    }
   }
-  return fd;
+  if (!found) return send_answer(c, kNotHeld, why, token);
+  const bool sent = dlb_share_send(c, &h.d) == DLB_OK;
+  dlb_clear_last_error();
+  std::lock_guard<std::mutex> lock(server_mutex);
+  if (!sent) {
+    // Never delivered (the receiver went away): the ticket stays unopened.
+    try {
+      held->insert(held->begin(), h);
+      return;
+    } catch (...) {
+    }
+  }
+  dlb_share_descriptor_close(&h.d);
+}
+
+// The server's thread: `arg` is the listening socket, which this process
+// keeps open as long as it runs (a forked child has no such thread).
+void* serve(void* arg) {
+  const int l = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
+  for (;;) {
+    const int c = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) {
+      const timespec pause{0, 10 * 1000 * 1000};  // out of descriptors or memory: the request waits
+      nanosleep(&pause, nullptr);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(connection_mutex);
+      track_locked(c);
+    }
+    {
+      std::lock_guard<std::mutex> lock(server_mutex);
+      serving = 1;
+    }
+    answer(c);
+    {
+      std::lock_guard<std::mutex> lock(server_mutex);
+      serving = 0;
+    }
+    close_tracked(c);
+  }
+}
+
+// ---- the receiver's connection ---------------------------------------------
+
+// A receiver's connection to an issuer's server, closed when it goes.
+struct Client {
+  int fd = -1;
+  ~Client() {
+    if (fd >= 0) close_tracked(fd);
+  }
+};
+
+// The step of connect_to that failed.
+enum class Connect { ok, no_socket, refused };
+
+Connect connect_to(Client* c, std::int32_t pid, std::uint64_t nonce) {
+  {
+    std::lock_guard<std::mutex> lock(connection_mutex);
+    c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return Connect::no_socket;
+    track_locked(c->fd);
+  }
+  sockaddr_un a;
+  const socklen_t len = socket_name(&a, pid, nonce);
+  while (connect(c->fd, reinterpret_cast<sockaddr*>(&a), len) != 0)
+    if (errno != EINTR) return Connect::refused;
+  return Connect::ok;
 }
 
 // ---- fork ------------------------------------------------------------------
 
 void fork_prepare() {
-  link_mutex.lock();
+  connection_mutex.lock();
   server_mutex.lock();
 }
 void fork_parent() {
   server_mutex.unlock();
-  link_mutex.unlock();
+  connection_mutex.unlock();
 }
 void fork_child() {
-  for (const pollfd& p : *polls) close(p.fd);
-  polls->clear();
+  // The child has no server: the parent's tickets stay the parent's.
+  if (listener >= 0) close(listener);
+  listener = -1;
+  serving = 0;
   for (Held& h : *held) dlb_share_descriptor_close(&h.d);
   held->clear();
+  std::memset(ended, 0, sizeof ended);
   running = 0;
-  sleeping = false;
-  for (const Link& l : *links) close_link(l);
-  links->clear();
+  server_nonce = 0;
+  for (int& slot : tracked) {
+    if (slot != 0) close(slot - 1);
+    slot = 0;
+  }
   server_mutex.unlock();
-  link_mutex.unlock();
+  connection_mutex.unlock();
 }
 
-// The tables and the fork handlers, once per process.
+// The table and the fork handlers, once per process.
 void init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     held = new std::vector<Held>;
-    polls = new std::vector<pollfd>;
-    links = new std::vector<Link>;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
   });
 }
@@ -327,29 +341,25 @@ dlb_status start_locked() {
   std::uint64_t nonce = 0;
   if (!random_bytes(&nonce, sizeof nonce))
     return set_error(DLB_ERR_OUT_OF_MEMORY, "the ticket server: getrandom failed: %s", std::strerror(errno));
-  const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  const int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a;
   const socklen_t len = socket_name(&a, static_cast<std::int32_t>(getpid()), nonce);
-  if (listener < 0 || wake < 0 || bind(listener, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-      listen(listener, 64) != 0) {
+  if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(l, SOMAXCONN) != 0) {
     const int e = errno;
-    if (listener >= 0) close(listener);
-    if (wake >= 0) close(wake);
+    if (l >= 0) close(l);
     return set_error(DLB_ERR_OUT_OF_MEMORY, "the ticket server could not listen: %s", std::strerror(e));
   }
-  polls->assign({pollfd{listener, POLLIN, 0}, pollfd{wake, POLLIN, 0}});
+  listener = l;
   sigset_t all;
   sigset_t old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread takes no signal
   pthread_t thread;
-  const int made = pthread_create(&thread, nullptr, serve, nullptr);
+  const int made = pthread_create(&thread, nullptr, serve, reinterpret_cast<void*>(static_cast<std::intptr_t>(l)));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (made != 0) {
-    close(listener);
-    close(wake);
-    polls->clear();
+    close(l);
+    listener = -1;
     return set_error(DLB_ERR_OUT_OF_MEMORY, "the ticket server's thread could not start: %s", std::strerror(made));
   }
   pthread_detach(thread);
@@ -377,6 +387,7 @@ dlb_status issue_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_ticket*
     t.ino = static_cast<std::uint64_t>(st.st_ino);
     std::memcpy(t.token, h.token, kTokenSize);
     init_once();
+    const std::size_t bound = held_bound();
     std::lock_guard<std::mutex> lock(server_mutex);
     dlb_status s = start_locked();
     if (s == DLB_OK) {
@@ -390,41 +401,85 @@ dlb_status issue_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_ticket*
       dlb_share_descriptor_close(&h.d);
       return s;
     }
+    while (held->size() > bound) end_locked(0, kWithdrawnOldest);
     t.nonce = server_nonce;
-    if (sleeping) {  // its receiver's release would wait for the next wake otherwise
-      const std::uint64_t one = 1;
-      (void)!write((*polls)[1].fd, &one, sizeof one);
-      sleeping = false;
-    }
   }
   out->size = static_cast<std::uint32_t>(write_ticket(t, h.d.description, h.d.size, out->bytes));
   return DLB_OK;
 }
 
-// Asks the server of the ticket's issuer for its file on a connection of
-// its own; DLB_OK with `d` filled, else the status with the error set.
-dlb_status ask_server(const Ticket& t, dlb_share_descriptor* d) {
-  unsigned char m[kRequestSize];
-  write_request(kFetch, t.token, m);
-  const int c = connect_to(t.pid, t.nonce);
-  dlb_status s = DLB_OK;
-  bool broken = c < 0 || send(c, m, sizeof m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof m);
-  if (!broken) {
-    s = dlb_share_recv(c, d);
-    // An empty message is the server's "not held"; the end of the stream
-    // looks the same to dlb_share_recv, and hangs up the socket.
-    broken = s != DLB_OK || (d->fd < 0 && d->size == 0 && hung_up(c));
+dlb_status not_held(const Ticket& t, std::uint32_t why) {
+  const int pid = static_cast<int>(t.pid);
+  switch (why) {
+    case kOpened:
+      return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer holds it: it was opened "
+                       "already (a ticket opens once)", pid);
+    case kWithdrawn:
+      return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) withdrew its ticket", pid);
+    case kWithdrawnOldest:
+      return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) withdrew its ticket: it held as many "
+                       "unopened tickets as it may (half its file descriptor limit), and this was the oldest", pid);
+    default:
+      return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) holds no such ticket: it was opened, "
+                       "or withdrawn, or never issued there", pid);
   }
-  if (c >= 0) close(c);
-  if (broken && s != DLB_ERR_MALFORMED)  // hung up or reset; a garbled answer keeps its status
-    return set_error(DLB_ERR_DELETED,
-                     "the tensor's sending process (pid %d) closed the connection: it has exited, or it serves no "
-                     "process of this user",
-                     static_cast<int>(t.pid));
-  if (s == DLB_OK && d->fd < 0 && d->size == 0)
-    return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer holds it: it was received already",
-                     static_cast<int>(t.pid));
-  return s;
+}
+
+// Takes the ticket's file from its issuer's server; DLB_OK with `d`
+// filled, else the status with the error set.
+dlb_status take(const Ticket& t, dlb_share_descriptor* d) {
+  const int pid = static_cast<int>(t.pid);
+  Client c;
+  const Connect how = connect_to(&c, t.pid, t.nonce);
+  if (how == Connect::no_socket)
+    return set_error(DLB_ERR_OUT_OF_MEMORY, "opening a ticket needs a socket: %s", std::strerror(errno));
+  if (how == Connect::refused)
+    return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: it has exited "
+                     "(connecting: %s)", pid, std::strerror(errno));
+  // The request goes at once (the server, woken by the connection, finds
+  // it there), before the server is checked: another process at the
+  // server's name learns only a token of a ticket whose issuer is gone.
+  unsigned char m[kRequestSize];
+  write_request(kTake, 0, t.token, m);
+  (void)!send(c.fd, m, sizeof m, MSG_NOSIGNAL);  // a failure shows as no answer
+  ucred server{};  // pid 0 (it cannot fail on a socket) is not the issuer
+  socklen_t len = sizeof server;
+  getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &server, &len);
+  if (server.pid != t.pid)
+    return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) no longer serves it: another process "
+                     "(pid %d) listens at its server's name", pid, static_cast<int>(server.pid));
+  if (!readable(c.fd, kAnswerMs))
+    return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) did not answer within %d s", pid,
+                     kAnswerMs / 1000);
+  // An answer record, or the description with the file.
+  unsigned char prefix[kDescPrefix];
+  const ssize_t n = recv(c.fd, prefix, sizeof prefix, MSG_PEEK | MSG_DONTWAIT);
+  if (n <= 0)
+    return set_error(DLB_ERR_DELETED, "the tensor's sending process (pid %d) closed the connection unanswered: it "
+                     "is exiting, or does not take this kind of request", pid);
+  if (n == static_cast<ssize_t>(kDescPrefix) && prefix[6] == kRecordRequest && prefix[7] == 0) {
+    unsigned char a[kRequestSize + 1];
+    const ssize_t got = recv(c.fd, a, sizeof a, MSG_DONTWAIT);
+    std::uint32_t op = 0;
+    std::uint32_t arg = 0;
+    unsigned char token[kTokenSize];
+    DLB_TRY(parse_request(a, got > 0 ? static_cast<std::size_t>(got) : 0, &op, &arg, token));
+    if (op == kRefused)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "permission denied: the tensor's sending process (pid %d) belongs to "
+                       "user %" PRIu32 ", and its ticket server hands files only to that user's processes (or "
+                       "root's); this process runs as user %u", pid, arg, static_cast<unsigned>(geteuid()));
+    return not_held(t, op == kNotHeld ? arg : kUnknown);
+  }
+  DLB_TRY(dlb_share_recv(c.fd, d));
+  struct stat st;
+  if (d->size != t.description_size || std::memcmp(d->description, t.description, d->size) != 0 || d->fd < 0 ||
+      fstat(d->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != t.dev ||
+      static_cast<std::uint64_t>(st.st_ino) != t.ino) {
+    dlb_share_descriptor_close(d);
+    return set_error(DLB_ERR_MALFORMED, "the tensor's sending process (pid %d) sent another file or description "
+                     "than its ticket names", pid);
+  }
+  return DLB_OK;
 }
 
 dlb_status open_impl(const void* bytes, std::size_t size, std::uint64_t flags, dlb_buffer** out) {
@@ -436,59 +491,61 @@ dlb_status open_impl(const void* bytes, std::size_t size, std::uint64_t flags, d
   DLB_TRY(parse_ticket(bytes, size, &t, &d));
   const std::uint64_t open_flags = flags & DLB_SHARE_READ_ONLY;
   if (t.fd < 0) return dlb_buffer_open_shared(-1, t.description, t.description_size, open_flags, out);
-  const bool read_only = read_only_of(flags, (d.flags & kDescReadOnly) != 0);
   init_once();
-  unsigned char m[kRequestSize];
-  write_request(kRelease, t.token, m);
-  int e = 0;
-  int fd = -1;
-  bool reached = true;
-  bool released = true;
-  {
-    std::lock_guard<std::mutex> lock(link_mutex);
-    Link* l = link_to(t.pid, t.nonce);
-    if (l == nullptr) {
-      reached = false;
-      e = errno;
-    }
-    if ((flags & DLB_SHARE_VIA_SERVER) == 0) fd = take_file(l, t, read_only);
-    // Taken: the server may close its descriptor. Sent without waiting; the
-    // server reads it on its timer, so nothing wakes up for it.
-    if (fd >= 0 && l != nullptr)
-      released = send(l->fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof m);
-  }
-  if (fd >= 0) {
-    if (!released) {  // the kept link is full (or broken): a connection of its own, read at once
-      const int c = connect_to(t.pid, t.nonce);
-      if (c >= 0) {
-        (void)!send(c, m, sizeof m, MSG_NOSIGNAL);
-        close(c);
-      }
-    }
-    return dlb_buffer_open_shared(fd, t.description, t.description_size, open_flags | DLB_SHARE_TAKE_FD, out);
-  }
-  if (!reached)
-    return set_error(DLB_ERR_DELETED,
-                     "the tensor's sending process (pid %d) no longer serves it: it has exited (connecting: %s)",
-                     static_cast<int>(t.pid), std::strerror(e));
   dlb_share_descriptor got;
-  DLB_TRY(ask_server(t, &got));
-  return dlb_buffer_open_shared(got.fd, got.description, got.size, open_flags | DLB_SHARE_TAKE_FD, out);
+  DLB_TRY(take(t, &got));
+  return dlb_buffer_open_shared(got.fd, t.description, t.description_size, open_flags | DLB_SHARE_TAKE_FD, out);
+}
+
+dlb_status withdraw_impl(const void* bytes, std::size_t size, std::int64_t* withdrawn) {
+  init_once();
+  if (bytes == nullptr) {
+    std::lock_guard<std::mutex> lock(server_mutex);
+    const std::int64_t n = static_cast<std::int64_t>(held->size());
+    while (!held->empty()) end_locked(held->size() - 1, kWithdrawn);
+    if (withdrawn != nullptr) *withdrawn = n;
+    return DLB_OK;
+  }
+  Ticket t;
+  Description d;
+  DLB_TRY(parse_ticket(bytes, size, &t, &d));
+  std::lock_guard<std::mutex> lock(server_mutex);
+  if (t.pid != static_cast<std::int32_t>(getpid()) || t.nonce != server_nonce)  // a CUDA IPC ticket names pid 0
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "the ticket was not issued by this process (pid %d)",
+                     static_cast<int>(getpid()));
+  const std::ptrdiff_t i = find_locked(t.token);
+  if (i < 0) {
+    const std::uint32_t why = why_ended_locked(t.token);
+    return set_error(DLB_ERR_DELETED, "the ticket is no longer held: %s",
+                     why == kOpened ? "it was opened" : "it was withdrawn already");
+  }
+  end_locked(static_cast<std::size_t>(i), kWithdrawn);
+  if (withdrawn != nullptr) *withdrawn = 1;
+  return DLB_OK;
+}
+
+std::int64_t wait_impl(std::int64_t timeout_ms) {
+  init_once();
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(std::max<std::int64_t>(timeout_ms, 0));
+  for (;;) {
+    std::int64_t n;
+    {
+      std::lock_guard<std::mutex> lock(server_mutex);
+      n = static_cast<std::int64_t>(held->size());
+    }
+    if (n == 0 || Clock::now() >= deadline) return n;
+    const timespec pause{0, 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
 }
 
 std::int32_t server_impl(std::int64_t* held_out, std::int64_t* connections, std::int64_t* links_out) {
   init_once();
-  std::int32_t runs = 0;
-  {
-    std::lock_guard<std::mutex> lock(server_mutex);
-    if (held_out != nullptr) *held_out = static_cast<std::int64_t>(held->size());
-    if (connections != nullptr)
-      *connections = polls->size() > kFirstConnection ? static_cast<std::int64_t>(polls->size() - kFirstConnection) : 0;
-    runs = running > 0 ? 1 : 0;
-  }
-  std::lock_guard<std::mutex> lock(link_mutex);
-  if (links_out != nullptr) *links_out = static_cast<std::int64_t>(links->size());
-  return runs;
+  std::lock_guard<std::mutex> lock(server_mutex);
+  if (held_out != nullptr) *held_out = static_cast<std::int64_t>(held->size());
+  if (connections != nullptr) *connections = serving;
+  if (links_out != nullptr) *links_out = 0;
+  return running > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -507,6 +564,14 @@ DLB_API dlb_status dlb_share_ticket_open(const void* ticket, size_t size, uint64
 DLB_API int32_t dlb_share_ticket_server(int64_t* held, int64_t* connections, int64_t* links) {
   return dlb::firewall_value(__func__, int32_t{0},
                              [&] { return dlb::share::server_impl(held, connections, links); });
+}
+
+DLB_API dlb_status dlb_share_ticket_withdraw(const void* ticket, size_t size, int64_t* withdrawn) {
+  return dlb::firewall(__func__, [&] { return dlb::share::withdraw_impl(ticket, size, withdrawn); });
+}
+
+DLB_API int64_t dlb_share_ticket_wait(int64_t timeout_ms) {
+  return dlb::firewall_value(__func__, int64_t{-1}, [&] { return dlb::share::wait_impl(timeout_ms); });
 }
 
 }  // extern "C"

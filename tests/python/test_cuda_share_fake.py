@@ -228,9 +228,12 @@ def test_in_this_process_a_cuda_description_is_refused_as_on_hardware(driver):
         assert rebuild is dlbridge._share._rebuild  # a ticket without a file: the handles only
         assert len(args[0]) == 64 + DESCRIPTION_BYTES and dlbridge._glue.share_server_state()[0] == 0
         data = ForkingPickler.dumps(t)
+        u = pickle.loads(data)  # unpickling never raises; what it gives raises when used
+        assert isinstance(u, dlbridge._share.Unreceived)
         with pytest.raises(dlbridge.Error) as e:
-            pickle.loads(data)
+            u.__dlpack__()
         assert e.value.status_name == "DLB_ERR_INVALID_ARGUMENT" and "process that made it" in e.value.message
+        del u
         # A CUDA description with a file descriptor is refused before the driver.
         with pytest.raises(dlbridge.Error) as e:
             dlbridge._share.open_shared(0, description)

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -74,13 +75,23 @@ inline dlb_buffer* open_of(const dlb_share_descriptor& d, std::uint64_t flags = 
   return b;
 }
 
+// How a forked child ends: _exit, except in a coverage build, where exit
+// writes the child's counts too (DLB_TEST_COVERAGE, tests/share/meson.build).
+[[noreturn]] inline void end_child(int code) {
+#ifdef DLB_TEST_COVERAGE
+  std::exit(code);
+#else
+  _exit(code);
+#endif
+}
+
 // Runs `child` in a forked process; returns its exit status (or 128 +
 // signal).
 template <class F>
 inline int in_child(F child) {
   fflush(nullptr);
   const pid_t pid = fork();
-  if (pid == 0) _exit(child());
+  if (pid == 0) end_child(child());
   int status = 0;
   waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -93,7 +104,7 @@ template <class F>
 inline pid_t start_child(F child) {
   fflush(nullptr);
   const pid_t pid = fork();
-  if (pid == 0) _exit(child());
+  if (pid == 0) end_child(child());
   return pid;
 }
 inline int wait_child(pid_t pid) {

@@ -49,7 +49,8 @@ TEST_F(Share, AllocatesZeroedPageAlignedSealedMemory) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE)), 0u);
   for (int i = 0; i < 15; ++i) EXPECT_EQ(p[i], 0.0f);
   dlb_share_descriptor d = share_of(b);
-  EXPECT_EQ(fcntl(d.fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  // Not F_SEAL_SEAL: a read-only share adds F_SEAL_FUTURE_WRITE (test_share_faults.cpp).
+  EXPECT_EQ(fcntl(d.fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW);
   EXPECT_EQ(fcntl(d.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
   EXPECT_EQ(d.size, static_cast<std::uint32_t>(DLB_SHARE_DESCRIPTION_HEADER + 16 * 2));
   dlb_share_descriptor_close(&d);
@@ -272,19 +273,25 @@ TEST_F(Share, ReadOnlySharingMapsReadOnly) {
 
 TEST_F(Share, ReadOnlyBuffersShareReadOnlyAndOpenFlagMapsReadOnly) {
   dlb_buffer* b = alloc_shared_f32({4});
-  DLTensor t;
-  dlb_buffer_dltensor(b, &t);
-  dlb_buffer* ro = nullptr;
-  ASSERT_EQ(dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY, nullptr, nullptr, &ro), DLB_OK);
-  dlb_share_descriptor d = share_of(ro);
-  EXPECT_EQ(fcntl(d.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
-  dlb_share_descriptor_close(&d);
-  dlb_buffer_release(ro);
-  d = share_of(b);
+  dlb_share_descriptor d = share_of(b);
   EXPECT_EQ(fcntl(d.fd, F_GETFL) & O_ACCMODE, O_RDWR);
   dlb_buffer* o = open_of(d, DLB_SHARE_READ_ONLY);
   EXPECT_NE(dlb_buffer_flags(o) & DLB_BUFFER_READ_ONLY, 0u);
   dlb_buffer_release(o);
+  dlb_share_descriptor_close(&d);
+  DLTensor t;
+  dlb_buffer_dltensor(b, &t);
+  dlb_buffer* ro = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&t, DLB_BUFFER_READ_ONLY, nullptr, nullptr, &ro), DLB_OK);
+  d = share_of(ro);
+  EXPECT_EQ(fcntl(d.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  dlb_share_descriptor_close(&d);
+  dlb_buffer_release(ro);
+  // Shared read-only once, the memory is sealed against new writable
+  // mappings: a writable share of it is refused, a read-only one is not.
+  EXPECT_EQ(dlb_buffer_share(b, 0, &d), DLB_ERR_READ_ONLY);
+  EXPECT_TRUE(MessageContains("shared read-only before"));
+  d = share_of(b, DLB_SHARE_READ_ONLY);
   dlb_share_descriptor_close(&d);
   dlb_buffer_release(b);
 }

@@ -3,6 +3,7 @@
 // message, and nothing mapped or left open.
 #include "share_fixture.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -208,6 +209,30 @@ TEST_F(BadDescription, DeviceAndDtype) {
   expect(DLB_ERR_UNSUPPORTED_LAYOUT, "");
 }
 
+TEST_F(BadDescription, KindsDevicesAndFixedPartsThatDoNotExist) {
+  put_le(bytes_ + kFlags, std::uint64_t{2} << 8, 8);  // kind 2
+  expect(DLB_ERR_MALFORMED, "is of kind 2; this library knows kinds 0");
+  put_le(bytes_ + kFlags, std::uint64_t{1} << 8, 8);  // CUDA IPC, on the CPU
+  expect(DLB_ERR_UNSUPPORTED_DEVICE, "the CUDA IPC share description is for device 1:0", true, -1);
+  // A record shorter than the fixed part that declares its own size.
+  put_le(bytes_ + kFlags, 0, 8);
+  size_ = 40;
+  put_le(bytes_ + kSize, 40, 4);
+  expect(DLB_ERR_MALFORMED, "truncated: 40 bytes, its fixed part has 56");
+}
+
+// An empty file: an empty tensor's layout fits it, but nothing can be
+// mapped.
+TEST_F(BadDescription, AnEmptyFileIsRefused) {
+  const int fd = memfd_create("empty", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  put_le(bytes_ + kFileSize, 0, 8);
+  put_le(bytes_ + kShape, 0, 8);  // 0 x 8
+  expect(DLB_ERR_MALFORMED, "file size 0 cannot be mapped", true, fd);
+  close(fd);
+}
+
 TEST_F(BadDescription, FilesThatAreNotSealedMemory) {
   // A memory file without seals could shrink under the mapping.
   const int plain = memfd_create("plain", MFD_CLOEXEC);
@@ -217,10 +242,10 @@ TEST_F(BadDescription, FilesThatAreNotSealedMemory) {
   close(plain);
   int p[2];
   ASSERT_EQ(pipe(p), 0);
-  expect(DLB_ERR_INVALID_ARGUMENT, "not a regular file", true, p[0]);
+  expect(DLB_ERR_INVALID_ARGUMENT, "not a memory file sealed against shrinking", true, p[0]);
   close(p[0]);
   close(p[1]);
-  expect(DLB_ERR_INVALID_ARGUMENT, "fstat failed", true, 1000);
+  expect(DLB_ERR_INVALID_ARGUMENT, "fd 1000 is not open", true, 1000);
 }
 
 }  // namespace

@@ -152,6 +152,18 @@ TEST_F(Share, SocketRefusals) {
   EXPECT_EQ(dlb_share_recv(sv[0], &r), DLB_ERR_MALFORMED);
   EXPECT_TRUE(MessageContains("closed after 17 of 88 bytes"));
   close(sv[0]);
+  // On a seqpacket socket one message is one description: longer than the
+  // largest, or of another size than it declares.
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  unsigned char big[DLB_SHARE_DESCRIPTION_MAX + 8] = {'D', 'L', 'B', 'S'};
+  ASSERT_EQ(send(sv[1], big, sizeof big, 0), static_cast<ssize_t>(sizeof big));
+  EXPECT_EQ(dlb_share_recv(sv[0], &r), DLB_ERR_MALFORMED);
+  EXPECT_TRUE(MessageContains("longer than the largest description"));
+  ASSERT_EQ(send(sv[1], "short", 5, 0), 5);
+  EXPECT_EQ(dlb_share_recv(sv[0], &r), DLB_ERR_MALFORMED);
+  EXPECT_TRUE(MessageContains("the message of 5 bytes is not one share description"));
+  close(sv[0]);
+  close(sv[1]);
 }
 
 TEST_F(Share, ExtraFileDescriptorsAreClosed) {

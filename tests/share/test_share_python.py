@@ -44,14 +44,14 @@ def shared_maps():
 
 
 def server_state():
-    """(tickets held, connections served) of this process's ticket server."""
+    """(tickets held, connections being answered) of this process's ticket
+    server."""
     return dlbridge._glue.share_server_state()[:2]
 
 
-def settle(want, timeout=10.0):
-    """Waits for the ticket server to reach `want`: it closes what a
-    receiver released, or a connection whose peer exited, on its own
-    thread, a moment after the receiver's side is done."""
+def settle(want=(0, 0), timeout=10.0):
+    """Waits for the ticket server to reach `want`: it closes a connection
+    on its own thread, a moment after the receiver has read its answer."""
     deadline = time.monotonic() + timeout
     while server_state() != want and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -75,14 +75,14 @@ def process_wide_helpers():
     t = dlbridge.share(np.zeros(1, dtype=np.float32))  # a ticket of its file
     ForkingPickler.loads(ForkingPickler.dumps(t))
     del t
-    settle((0, 1))
+    settle()
     yield
 
 
 @pytest.fixture(autouse=True)
 def nothing_left(process_wide_helpers):
     gc.collect()
-    served = settle((0, 1))
+    served = settle()
     start = (dlbridge.live_exports(), dlbridge.shared_mappings(), shared_maps(), open_fds())
     yield
     gc.collect()
@@ -254,6 +254,84 @@ def test_pool_with_a_copy_into_shared_memory():
 
 
 # ---------------------------------------------------------------------------
+# Senders that exit: a tensor sent arrives whatever its sender does next
+# ---------------------------------------------------------------------------
+
+
+def _worker_tensor(i):
+    return dlbridge.share(np.full(BIG, float(i), dtype=np.float32))  # a ticket, past the by-value size
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_pool_workers_that_end_after_each_task_deliver_every_tensor(method):
+    import multiprocessing as mp
+
+    n = 8 if method == "fork" else 4
+    pool = mp.get_context(method).Pool(2, maxtasksperchild=1)
+    try:
+        # Each worker exits right after its one task: it waits at its exit
+        # until the parent has opened the tensor's ticket.
+        got = pool.map_async(_worker_tensor, range(n)).get(timeout=120)
+        assert [element(x, BIG - 1) for x in got] == [float(i) for i in range(n)]
+        assert pool._result_handler.is_alive()
+        pool.close()
+        pool.join()
+    finally:
+        pool.terminate()
+    del got
+
+
+def _put_and_end(q):
+    q.put(dlbridge.share(np.arange(BIG, dtype=np.float32)))  # and returns at once
+
+
+def test_a_process_that_puts_a_tensor_and_ends_delivers_it():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_put_and_end, args=(q,))
+    p.start()
+    time.sleep(0.5)  # the child has returned meanwhile, and waits to exit
+    x = q.get(timeout=60)
+    assert element(x, BIG - 1) == BIG - 1
+    p.join(60)
+    assert p.exitcode == 0
+    q.close()
+    q.join_thread()
+    del x
+
+
+class _Withdrawn:
+    """Pickles as a ticket its sender has withdrawn: unpickling it fails."""
+
+    def __reduce__(self):
+        t = dlbridge.share(np.zeros(BIG, dtype=np.float32))
+        rebuild, (ticket,) = dlbridge._share._reduce(t)
+        dlbridge._glue.share_ticket_withdraw(ticket)
+        return rebuild, (ticket,)
+
+
+def _withdrawn(_):
+    return _Withdrawn()
+
+
+def test_an_unpickling_failure_does_not_stop_a_pool():
+    import multiprocessing as mp
+
+    with mp.get_context("fork").Pool(1) as pool:
+        bad = pool.apply_async(_withdrawn, (0,)).get(timeout=60)  # the result handler survives it
+        assert isinstance(bad, dlbridge._share.Unreceived)
+        with pytest.raises(dlbridge.Error) as e:
+            np.from_dlpack(bad)
+        assert e.value.status_name == "DLB_ERR_DELETED" and "withdrew its ticket" in str(e.value)
+        assert pool._result_handler.is_alive()
+        x = pool.apply_async(_worker_tensor, (3,)).get(timeout=60)  # and the pool goes on
+        assert element(x, 0) == 3.0
+        del x
+
+
+# ---------------------------------------------------------------------------
 # Tickets: how a pickled tensor's memory file reaches its receiver
 # ---------------------------------------------------------------------------
 
@@ -276,12 +354,12 @@ BIG = 1 << 15  # float32 elements: 128 KiB, past what travels by value (64 KiB)
 def test_a_small_tensor_not_in_shared_memory_travels_as_its_bytes():
     t = dlbridge.from_dlpack(np.arange(4, dtype=np.float32))
     rebuild, args = dlbridge._share._reduce(t)
-    assert rebuild is dlbridge._glue.tensor_from_payload and server_state() == (0, 1)
+    assert rebuild is dlbridge._glue.tensor_from_payload and server_state() == (0, 0)
     u = _unpickled(_pickled(t))
     assert u.data_ptr != t.data_ptr and np.array_equal(np.from_dlpack(u), np.arange(4, dtype=np.float32))
     big = dlbridge.from_dlpack(np.arange(BIG, dtype=np.float32))  # larger: one copy into a memory file
     data = _pickled(big)
-    assert server_state() == (1, 1)  # a ticket for its file
+    assert server_state() == (1, 0)  # a ticket for its file
     v = _unpickled(data)
     assert np.from_dlpack(v)[-1] == BIG - 1
     del t, u, big, v
@@ -290,18 +368,36 @@ def test_a_small_tensor_not_in_shared_memory_travels_as_its_bytes():
 def test_a_pickled_large_tensor_carries_a_ticket_taken_once():
     t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     data = _pickled(t)
-    assert server_state() == (1, 1)  # the server holds the file for the ticket
-    u = _unpickled(data)  # the file opened through /proc
+    assert server_state() == (1, 0)  # the server holds the file for the ticket
+    u = _unpickled(data)  # the file handed over by the server
+    assert server_state()[0] == 0  # taken before the answer
     torch.from_dlpack(u)[0] = 9.0
     assert element(t, 0) == 9.0 and u.data_ptr != t.data_ptr  # another mapping, the same memory
-    assert settle((0, 1)) == (0, 1)  # taken: the server closed its descriptor
+    again = _unpickled(data)  # a replay, at once: unpickling does not raise, using it does
+    assert isinstance(again, dlbridge._share.Unreceived)
+    assert again.error.status_name == "DLB_ERR_DELETED" and "opened already" in str(again.error)
     with pytest.raises(dlbridge.Error) as e:
-        _unpickled(data)
-    assert e.value.status_name == "DLB_ERR_DELETED" and "received already" in str(e.value)
+        torch.from_dlpack(again)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "opened already" in str(e.value)
     del u, t
 
 
-def test_the_server_hands_the_file_over_where_proc_is_closed():
+def test_unreceived_raises_wherever_a_tensor_is_used():
+    u = dlbridge._share._rebuild(b"not a ticket, but long enough")  # what unpickling a ticket calls
+    assert isinstance(u, dlbridge._share.Unreceived) and u.error.status_name == "DLB_ERR_MALFORMED"
+    for use in (lambda: np.from_dlpack(u), lambda: torch.from_dlpack(u), lambda: u.shape,
+                lambda: u.__dlpack_device__(), lambda: pickle.dumps(u)):
+        with pytest.raises(dlbridge.Error) as e:
+            use()
+        assert e.value.status_name == "DLB_ERR_MALFORMED" and "not a dlbridge share ticket" in str(e.value)
+    with pytest.raises(dlbridge.Error) as e:  # its own cure has nothing to copy either; the words stay
+        dlbridge.from_dlpack(u)
+    assert "not a dlbridge share ticket" in str(e.value)
+    assert not hasattr(u, "__array_interface__") and not hasattr(u, "_repr_html_")
+    assert "DLB_ERR_MALFORMED" in repr(u)
+
+
+def test_the_via_server_flag_is_accepted_and_refusals_raise_when_called_directly():
     t = dlbridge.share(np.arange(BIG, dtype=np.float32))
     rebuild, (ticket,) = dlbridge._share._reduce(t)
     assert rebuild is dlbridge._share._rebuild
@@ -309,13 +405,26 @@ def test_the_server_hands_the_file_over_where_proc_is_closed():
     assert element(u, 3) == 3.0 and server_state()[0] == 0  # handed over before the answer
     with pytest.raises(dlbridge.Error) as e:
         dlbridge._glue.share_ticket_open(ticket, via_server=True)
-    assert e.value.status_name == "DLB_ERR_DELETED" and "received already" in str(e.value)
+    assert e.value.status_name == "DLB_ERR_DELETED" and "opened already" in str(e.value)
     for bad, what in [(ticket[:-1], "truncated"), (b"XXXX" + ticket[4:], "not a dlbridge share ticket"),
                       (b"", "truncated"), (ticket[64:], "a share ticket was expected")]:
         with pytest.raises(dlbridge.Error) as e:
             dlbridge._glue.share_ticket_open(bad)
         assert e.value.status_name == "DLB_ERR_MALFORMED" and what in str(e.value)
     del u, t
+
+
+def test_withdrawn_tickets_open_nothing():
+    t = dlbridge.share(np.arange(BIG, dtype=np.float32))
+    datas = [_pickled(t) for _ in range(3)]
+    assert server_state()[0] == 3
+    assert dlbridge.withdraw_tickets() == 3 and server_state()[0] == 0
+    assert dlbridge.withdraw_tickets() == 0
+    u = _unpickled(datas[1])
+    assert isinstance(u, dlbridge._share.Unreceived) and "withdrew its ticket" in str(u.error)
+    with pytest.raises(dlbridge.Error):
+        dlbridge._glue.share_ticket_withdraw(b"no ticket")
+    del t
 
 
 def test_a_ticket_whose_sender_exited_is_refused():
@@ -334,9 +443,8 @@ def test_a_ticket_whose_sender_exited_is_refused():
         data = f.read(n)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    with pytest.raises(dlbridge.Error) as e:
-        _unpickled(data)
-    assert e.value.status_name == "DLB_ERR_DELETED" and "exited" in str(e.value)
+    u = _unpickled(data)
+    assert u.error.status_name == "DLB_ERR_DELETED" and "exited" in str(u.error)
 
 
 def test_a_forked_child_serves_its_own_and_takes_the_parents():
@@ -363,7 +471,7 @@ def test_a_forked_child_serves_its_own_and_takes_the_parents():
     pid = _fork(child)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert settle((0, 1)) == (0, 1)  # the child took the tickets; its connection closed with it
+    assert settle() == (0, 0)  # the child took the tickets
     assert element(small, 15) == -1.0  # the child's write, in the same memory
     del t, small
 
@@ -376,11 +484,11 @@ def test_another_user_gets_neither_the_file_nor_the_server():
     def stranger():
         os.setgid(65534)
         os.setuid(65534)
-        try:
-            _unpickled(data)
-        except dlbridge.Error as e:
-            return 0 if e.status_name == "DLB_ERR_DELETED" and "user" in str(e) else 2
-        return 1
+        u = _unpickled(data)
+        if not isinstance(u, dlbridge._share.Unreceived):
+            return 1
+        e = u.error  # a permission refusal, said as one
+        return 0 if e.status_name == "DLB_ERR_INVALID_ARGUMENT" and "permission denied" in str(e) else 2
 
     pid = _fork(stranger)
     _, status = os.waitpid(pid, 0)
@@ -410,7 +518,7 @@ def test_threads_unpickling_from_one_sender_at_once():
     for th in threads:
         th.join()
     assert not bad
-    assert settle((0, 1)) == (0, 1)
+    assert settle() == (0, 0)
     del t, small
 
 

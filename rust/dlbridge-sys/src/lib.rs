@@ -556,12 +556,15 @@ extern "C" {
     pub fn dlb_share_ticket_issue(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_ticket) -> dlb_status;
     pub fn dlb_share_ticket_open(ticket: *const u8, size: usize, flags: u64, out: *mut *mut dlb_buffer) -> dlb_status;
     pub fn dlb_share_ticket_server(held: *mut i64, connections: *mut i64, links: *mut i64) -> i32;
+    pub fn dlb_share_ticket_withdraw(ticket: *const u8, size: usize, withdrawn: *mut i64) -> dlb_status;
+    pub fn dlb_share_ticket_wait(timeout_ms: i64) -> i64;
 }
 
 /// Largest ticket in bytes (`dlb_share_ticket`): 64 bytes of source and a
 /// description.
 pub const DLB_SHARE_TICKET_MAX: usize = 64 + DLB_SHARE_DESCRIPTION_MAX;
-/// `dlb_share_ticket_open` flag: ask the issuer's server for the file.
+/// `dlb_share_ticket_open` flag, accepted for compatibility (every open
+/// asks the issuer's server for the file).
 pub const DLB_SHARE_VIA_SERVER: u64 = 1 << 3;
 
 /// A ticket: `size` bytes of `bytes` in use.

@@ -203,8 +203,8 @@ flag_set! {
         /// The library takes the file descriptor; refused by this crate's
         /// calls, which only borrow it.
         TAKE_FD = ffi::DLB_SHARE_TAKE_FD;
-        /// `Ticket::open`: ask the issuer's ticket server for the file
-        /// (no `pidfd_getfd`, no `/proc`).
+        /// `Ticket::open`: accepted for compatibility; every open asks the
+        /// issuer's ticket server for the file.
         VIA_SERVER = ffi::DLB_SHARE_VIA_SERVER;
     }
 }

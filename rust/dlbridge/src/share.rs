@@ -19,7 +19,9 @@
 //! A [`Ticket`] hands a buffer to another process of this machine through
 //! any channel that carries bytes (a pipe, a Python `multiprocessing`
 //! queue): this process keeps the memory file until the receiver's
-//! [`Ticket::open`] takes it (docs/sharing.md, "Tickets").
+//! [`Ticket::open`] takes it, or [`Ticket::withdraw`] /
+//! [`withdraw_tickets`] take it back (docs/sharing.md, "Tickets"); a
+//! process about to exit may wait for its receivers ([`wait_tickets`]).
 //!
 //! CUDA device memory of the library's CUDA backend is shared through CUDA
 //! IPC: its descriptor has no file ([`Descriptor::fd`] is `None`) and its
@@ -29,6 +31,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
+use std::time::Duration;
 
 use crate::error::{check, Error, Status};
 use crate::{Buffer, DLDataType, DLDevice, Result, ShareFlags};
@@ -233,8 +236,9 @@ impl Ticket {
         &self.0
     }
 
-    /// `dlb_share_ticket_open` (`ShareFlags::READ_ONLY`,
-    /// `ShareFlags::VIA_SERVER`): the buffer, mapped in this process.
+    /// `dlb_share_ticket_open` (`ShareFlags::READ_ONLY`; the issuer's
+    /// server hands the file over, once): the buffer, mapped in this
+    /// process.
     pub fn open(&self, flags: ShareFlags) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
         // SAFETY: the bytes are read during the call; raw is writable.
@@ -242,12 +246,39 @@ impl Ticket {
         // SAFETY: a new handle the library just gave us.
         unsafe { Buffer::from_new(raw) }
     }
+
+    /// `dlb_share_ticket_withdraw`: takes back a ticket this process
+    /// issued and nobody opened yet (its file is closed; opening it fails
+    /// with `Status::Deleted`). `Status::Deleted` when it was opened or
+    /// withdrawn already, `Status::InvalidArgument` for another process's.
+    pub fn withdraw(&self) -> Result<()> {
+        // SAFETY: the bytes are read during the call; the count may be NULL.
+        check(unsafe { sys::dlb_share_ticket_withdraw(self.0.as_ptr(), self.0.len(), ptr::null_mut()) })
+    }
+}
+
+/// `dlb_share_ticket_withdraw(NULL, ...)`: takes back every ticket this
+/// process issued that is not opened yet; returns how many.
+pub fn withdraw_tickets() -> i64 {
+    let mut n = 0;
+    // SAFETY: NULL ticket (every one); n is writable. It cannot fail so.
+    unsafe { sys::dlb_share_ticket_withdraw(ptr::null(), 0, &mut n) };
+    n
+}
+
+/// `dlb_share_ticket_wait`: waits up to `timeout` until every ticket this
+/// process issued was opened or withdrawn (for a process about to exit,
+/// whose files go with it); returns how many are still unopened.
+pub fn wait_tickets(timeout: Duration) -> i64 {
+    let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+    // SAFETY: no pointers.
+    unsafe { sys::dlb_share_ticket_wait(ms) }
 }
 
 /// `dlb_share_ticket_server`: `(held, connections, links)` of this
 /// process's ticket server (files kept for tickets not yet opened, the
-/// connections it serves, the connections this process keeps to other
-/// issuers), for leak checks.
+/// connection it is answering now: 0 or 1, and 0: no connection to other
+/// issuers is kept), for leak checks.
 pub fn ticket_server() -> (i64, i64, i64) {
     let (mut held, mut connections, mut links) = (0, 0, 0);
     // SAFETY: three writable counts.

@@ -363,6 +363,8 @@ fn every_header_function_is_declared() {
         ("dlb_share_ticket_issue", dlb_share_ticket_issue as *const ()),
         ("dlb_share_ticket_open", dlb_share_ticket_open as *const ()),
         ("dlb_share_ticket_server", dlb_share_ticket_server as *const ()),
+        ("dlb_share_ticket_withdraw", dlb_share_ticket_withdraw as *const ()),
+        ("dlb_share_ticket_wait", dlb_share_ticket_wait as *const ()),
         ("dlb_buffer_is_shared", dlb_buffer_is_shared as *const ()),
         ("dlb_copy_to_contiguous_flags", dlb_copy_to_contiguous_flags as *const ()),
         ("dlb_layout_describe_flags", dlb_layout_describe_flags as *const ()),

@@ -34,9 +34,6 @@ fn same_process_round_trip_and_refusals() {
         assert_ne!(a.data_ptr(), b.data_ptr());
         a.as_mut_slice::<f32>().unwrap()[0] = 9.0;
         assert_eq!(b.get::<f32>(&[0, 0]).unwrap(), 9.0);
-        let ro = share::share(&a, ShareFlags::READ_ONLY).unwrap().open(ShareFlags::empty()).unwrap();
-        assert!(ro.is_read_only());
-
         let d = share::share(&a, ShareFlags::empty()).unwrap();
         let mut bytes = d.description().to_vec();
         bytes.pop();
@@ -50,6 +47,11 @@ fn same_process_round_trip_and_refusals() {
         let e = d.open(ShareFlags::TAKE_FD).unwrap_err();
         assert_eq!(e.status(), Status::InvalidArgument);
         assert_eq!(d.open(ShareFlags::empty()).unwrap().to_vec::<f32>().unwrap()[0], 9.0);
+        // Shared read-only, the memory is sealed against new writable
+        // mappings: only read-only shares of it from now on.
+        let ro = share::share(&a, ShareFlags::READ_ONLY).unwrap().open(ShareFlags::empty()).unwrap();
+        assert!(ro.is_read_only());
+        assert_eq!(share::share(&a, ShareFlags::empty()).unwrap_err().status(), Status::ReadOnly);
 
         let plain = dlbridge::Buffer::wrap_vec(vec![1.0f32; 4], &[4]).unwrap();
         assert_eq!(share::share(&plain, ShareFlags::empty()).unwrap_err().status(), Status::NotZeroCopy);
