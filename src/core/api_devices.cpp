@@ -30,8 +30,10 @@ dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out) {
   if (out->struct_size < kMinSize)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu (must be at least %zu: set it to "
                      "sizeof(dlb_layout_info))", out->struct_size, kMinSize);
+  DLTensor shape_only = *layout;  // data and byte_offset are not read
+  shape_only.byte_offset = 0;
   dlb::LayoutInfo info;
-  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info));
+  DLB_TRY(dlb::check_layout(&shape_only, dlb::Origin::argument, false, &info));
   out->numel = info.numel;
   out->nbytes = info.nbytes;
   out->element_bits = static_cast<uint32_t>(dlb::element_bits(layout->dtype));
