@@ -78,13 +78,15 @@ static PyObject* pickle_buffer_type = NULL;
  * reference on `host`, released on failure too). */
 static PyObject* pickle_buffer_of(dlb_buffer* host, const DLTensor* t, int readonly) {
   if (host_memory_type == NULL) host_memory_type = PyType_FromSpec(&host_memory_spec);
-  if (pickle_buffer_type == NULL) {
+  if (host_memory_type != NULL && pickle_buffer_type == NULL) { /* no import while an exception is set */
     PyObject* pickle = PyImport_ImportModule("pickle");
     if (pickle != NULL) pickle_buffer_type = PyObject_GetAttrString(pickle, "PickleBuffer");
     Py_XDECREF(pickle);
   }
   if (host_memory_type == NULL || pickle_buffer_type == NULL) {
     dlb_buffer_release(host);
+    /* CPython 3.11's PyType_FromSpec can fail on an allocation without saying so */
+    if (!PyErr_Occurred()) PyErr_NoMemory();
     return NULL;
   }
   allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)host_memory_type, Py_tp_alloc);
