@@ -98,10 +98,9 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
   // holds bit min * bits to the byte that holds the last bit of element max.
   if (!out.empty) {
     std::int64_t reach = 0;
-    std::uint64_t count = 0;
-    if (__builtin_sub_overflow(out.max_offset, out.min_offset, &reach) ||
-        __builtin_add_overflow(static_cast<std::uint64_t>(reach), std::uint64_t{1}, &count))
+    if (__builtin_sub_overflow(out.max_offset, out.min_offset, &reach))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte extent of the strided view overflows 64 bits", what(origin));
+    const std::uint64_t count = static_cast<std::uint64_t>(reach) + 1;  // reach >= 0: at most 2^63
     const std::uint64_t down = std::uint64_t{0} - static_cast<std::uint64_t>(out.min_offset);  // -min, elements
     const std::uint64_t up = static_cast<std::uint64_t>(out.max_offset) + 1;                   // max + 1, elements
     if (byte_addressable(t->dtype)) {

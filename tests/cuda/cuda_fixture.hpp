@@ -31,14 +31,19 @@
 using namespace dlbtest;
 
 // A coverage build's counters are written at exit(); a forked child that
-// leaves with _exit() writes them first (the symbol exists only there).
-extern "C" void __gcov_dump(void) __attribute__((weak));
+// leaves with _exit() writes them first (meson defines DLB_TEST_GCOV_DUMP
+// in builds with -Db_coverage=true, whose libgcov has the call).
+#if defined(DLB_TEST_GCOV_DUMP)
+extern "C" void __gcov_dump(void);
+#endif
 
 namespace cudatest {
 
 // How a forked child of a test ends.
 [[noreturn]] inline void child_exit(int code) {
-  if (__gcov_dump != nullptr) __gcov_dump();
+#if defined(DLB_TEST_GCOV_DUMP)
+  __gcov_dump();
+#endif
   _exit(code);
 }
 

@@ -239,6 +239,158 @@ TEST_F(CudaFaults, DriverFailuresInCopiesAndWaits) {
   dlb_buffer_release(b);
 }
 
+// Making a backend: each driver call failing; a device that does not
+// exist; an error code the driver cannot name.
+TEST_F(CudaFaults, BackendCreationRefusals) {
+  dlb_backend* be = nullptr;
+  for (const char* call : {"cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain"}) {
+    drv().fake_cuda_fail(call, 999, 1);  // a code without a name
+    EXPECT_EQ(dlb_cuda_backend_create(0, &be), DLB_ERR_BACKEND) << call;
+    EXPECT_TRUE(MessageContains(call)) << last_message();
+    EXPECT_TRUE(MessageContains("an unknown CUresult")) << last_message();
+    drv().fake_cuda_fail(call, 0, 0);
+  }
+  EXPECT_EQ(dlb_cuda_backend_create(7, &be), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("CUDA device 7 does not exist; the driver sees 1 device")) << last_message();
+  EXPECT_EQ(dlb_cuda_backend_create(-1, &be), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_cuda_backend_create(0, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  // Through dlb_buffer_alloc: a device with no backend.
+  std::int64_t shape[1] = {4};
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 70}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_buffer_alloc(DLDevice{kDLCUDA, 3}, f32(), 1, shape, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+}
+
+// Wrapping memory: arguments, the wrong backend, pointers of another kind
+// than the view says, and the driver's pointer queries failing.
+TEST_F(CudaFaults, WrapRefusals) {
+  dlb_buffer* dev = alloc(kDLCUDA, {8});
+  dlb_buffer* pin = alloc(kDLCUDAHost, {8});
+  dlb_buffer* man = alloc(kDLCUDAManaged, {8});
+  auto address = [](dlb_buffer* b) {
+    DLManagedTensorVersioned* m = nullptr;
+    EXPECT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+    void* p = m->dl_tensor.data;
+    m->deleter(m);
+    return p;
+  };
+  void* d = address(dev);
+  void* p = address(pin);
+  void* mg = address(man);
+  std::int64_t shape[1] = {8};
+  dlb_buffer* w = nullptr;
+  auto wrap = [&](void* data, int type, std::uint64_t flags = 0, dlb_backend* be = nullptr) {
+    DLTensor v{data, DLDevice{static_cast<DLDeviceType>(type), 0}, 1, f32(), shape, nullptr, 0};
+    const dlb_status s = dlb_cuda_buffer_wrap(be != nullptr ? be : backend_, &v, flags, 1, nullptr, nullptr, &w);
+    if (s == DLB_OK) dlb_buffer_release(w);
+    return s;
+  };
+  EXPECT_EQ(wrap(p, kDLCUDA), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("is pinned host memory, but the view says cuda:0")) << last_message();
+  EXPECT_EQ(wrap(d, kDLCUDAHost), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("is device memory")) << last_message();
+  EXPECT_EQ(wrap(d, kDLCUDAManaged), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(wrap(mg, kDLCUDAHost), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("managed memory")) << last_message();
+  EXPECT_EQ(wrap(mg, kDLCUDA), DLB_OK) << last_message();  // managed memory is device memory too
+  float host_memory[8];
+  EXPECT_EQ(wrap(host_memory, kDLCUDA), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("not memory the CUDA driver knows")) << last_message();
+  EXPECT_EQ(wrap(d, kDLCUDA, 1u << 4), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("flags")) << last_message();
+  EXPECT_EQ(wrap(d, kDLCPU), DLB_ERR_UNSUPPORTED_DEVICE);
+  // The pointer query and the context failing.
+  drv().fake_cuda_fail("cuPointerGetAttribute", 3, 1);
+  EXPECT_EQ(wrap(d, kDLCUDA), DLB_ERR_BACKEND);
+  EXPECT_TRUE(MessageContains("cuPointerGetAttribute")) << last_message();
+  drv().fake_cuda_fail("cuCtxPushCurrent_v2", 3, 1);
+  EXPECT_EQ(wrap(d, kDLCUDA), DLB_ERR_BACKEND);
+  EXPECT_TRUE(MessageContains("cuCtxPushCurrent_v2")) << last_message();
+  // Arguments and a backend that is not CUDA's.
+  DLTensor v{d, DLDevice{kDLCUDA, 0}, 1, f32(), shape, nullptr, 0};
+  EXPECT_EQ(dlb_cuda_buffer_wrap(backend_, &v, 0, 1, nullptr, nullptr, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_wrap(nullptr, &v, 0, 1, nullptr, nullptr, &w), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_wrap(backend_, nullptr, 0, 1, nullptr, nullptr, &w), DLB_ERR_INVALID_ARGUMENT);
+  dlb_backend_vtable vt;
+  std::memset(&vt, 0, sizeof vt);
+  vt.struct_size = sizeof vt;
+  vt.name = "other";
+  dlb_backend* other = nullptr;
+  ASSERT_EQ(dlb_backend_create(&vt, nullptr, &other), DLB_OK);
+  EXPECT_EQ(dlb_cuda_buffer_wrap(other, &v, 0, 1, nullptr, nullptr, &w), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("not a CUDA backend")) << last_message();
+  dlb_backend_release(other);
+  // Streams of buffers that are not the backend's.
+  std::int64_t s1[1] = {2};
+  dlb_buffer* cpu = nullptr;
+  ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, f32(), 1, s1, &cpu), DLB_OK);
+  std::int64_t stream = 0;
+  EXPECT_EQ(dlb_cuda_buffer_set_stream(cpu, 1), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_stream(cpu, &stream), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_set_stream(nullptr, 1), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_stream(nullptr, &stream), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_cuda_buffer_stream(dev, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  dlb_buffer_release(cpu);
+  dlb_buffer_release(man);
+  dlb_buffer_release(pin);
+  dlb_buffer_release(dev);
+}
+
+// Imports routed to the CUDA backend (DLB_IMPORT_CUDA_BACKEND): padded
+// sub-byte elements are refused (the backend copies packed ones), CPU
+// tensors come in as plain imports, tensors of no deleter are fine.
+TEST_F(CudaFaults, RoutedImports) {
+  dlb_buffer* dev = alloc(kDLCUDA, {4, 8});
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(dev, nullptr, &m), DLB_OK);
+  dlb_import_options o;
+  dlb_import_options_init(&o);
+  o.flags = DLB_IMPORT_CUDA_BACKEND;
+  for (DLDataType dt : {DLDataType{kDLUInt, 4, 1}, DLDataType{kDLInt, 4, 2}}) {
+    CudaProducer p(m->dl_tensor.data, DLDevice{kDLCUDA, 0}, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+    p.versioned.dl_tensor.dtype = dt;
+    dlb_buffer* b = nullptr;
+    EXPECT_EQ(dlb_import_versioned(&p.versioned, &o, &b), DLB_ERR_UNSUPPORTED_DTYPE);
+    EXPECT_TRUE(MessageContains(dt.lanes == 1 ? "packed sub-byte elements only" : "IS_SUBBYTE_TYPE_PADDED"))
+        << last_message();
+    EXPECT_EQ(p.deleted.load(), 0);
+  }
+  {
+    float x[32] = {};
+    CudaProducer p(x, DLDevice{kDLCPU, 0});
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_import_legacy(&p.legacy, &o, &b), DLB_OK) << last_message();
+    EXPECT_EQ(dlb_buffer_flags(b) & DLB_BUFFER_IMPORTED, DLB_BUFFER_IMPORTED);
+    dlb_buffer_release(b);
+    EXPECT_EQ(p.deleted.load(), 1);
+    o.struct_size = 4;
+    EXPECT_EQ(dlb_import_legacy_on_stream(&p.legacy, &o, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(dlb_import_versioned_on_stream(&p.versioned, &o, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+    o.struct_size = sizeof o;
+  }
+  {
+    CudaProducer p(m->dl_tensor.data, DLDevice{kDLCUDA, 0});
+    p.versioned.deleter = nullptr;
+    p.legacy.deleter = nullptr;
+    dlb_buffer* b = nullptr;
+    ASSERT_EQ(dlb_cuda_import_versioned(backend_, &p.versioned, 1, &b), DLB_OK) << last_message();
+    dlb_buffer_release(b);
+    ASSERT_EQ(dlb_cuda_import_legacy(nullptr, &p.legacy, 1, &b), DLB_OK) << last_message();
+    dlb_buffer_release(b);
+    EXPECT_EQ(dlb_cuda_import_versioned(backend_, nullptr, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(dlb_cuda_import_legacy(backend_, nullptr, 1, &b), DLB_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(dlb_cuda_import_legacy(backend_, &p.legacy, 1, nullptr), DLB_ERR_INVALID_ARGUMENT);
+    p.versioned.version.major = 2;
+    EXPECT_EQ(dlb_cuda_import_versioned(backend_, &p.versioned, 1, &b), DLB_ERR_VERSION);
+    float x[32] = {};
+    CudaProducer c(x, DLDevice{kDLCPU, 0});
+    EXPECT_EQ(dlb_cuda_import_legacy(nullptr, &c.legacy, 1, &b), DLB_ERR_UNSUPPORTED_DEVICE);
+    EXPECT_TRUE(MessageContains("not CUDA memory")) << last_message();
+  }
+  m->deleter(m);
+  dlb_buffer_release(dev);
+}
+
 #if defined(DLB_TEST_SHARE)
 struct IpcCounts {
   int opened = 0, closed = 0, open_now = 0;

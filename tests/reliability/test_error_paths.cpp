@@ -123,7 +123,7 @@ TEST_F(ErrorPaths, TheDtypeNamesAtTheirEdges) {
   EXPECT_TRUE(says("too long"));
   // Lane suffixes: none, zero, too many, not a number, trailing junk, a
   // width that is not a number.
-  for (const char* bad : {"float32x", "float32x0", "float32x65536", "float32x4y", "floatx4", "intx", "uint8x-1",
+  for (const char* bad : {"float32x", "float32xa", "float32x0", "float32x65536", "float32x4y", "floatx4", "intx", "uint8x-1",
                           "complexx2", "bool8", "float32xx4"}) {
     EXPECT_EQ(dlb_dtype_from_name(bad, &d), DLB_ERR_UNSUPPORTED_DTYPE) << bad;
   }
@@ -742,8 +742,56 @@ TEST_F(ErrorPaths, LargeMappingsBookkeeping) {
   // Sizes past what any mapping or heap block can be.
   EXPECT_EQ(dlb::mem_alloc_aligned(64, SIZE_MAX - 64), nullptr);
   EXPECT_EQ(dlb::mem_alloc_zeroed(64, SIZE_MAX / 2), nullptr);
+  // Alignments past a huge page take the heap's path: sizes it cannot serve.
+  EXPECT_EQ(dlb::mem_alloc_aligned(std::size_t{4} << 20, SIZE_MAX - 64), nullptr);
+  EXPECT_EQ(dlb::mem_alloc_aligned(std::size_t{4} << 20, std::size_t{1} << 60), nullptr);
+  EXPECT_EQ(dlb::mem_alloc_zeroed(std::size_t{4} << 20, std::size_t{1} << 60), nullptr);
+  dlb::testing::drop_kept_mapping();
+  dlb::testing::drop_kept_mapping();  // nothing kept: harmless
   dlb::mem_free_aligned(nullptr);
   dlb::mem_free(nullptr);
+}
+
+// Freed mid-size blocks are kept for reuse, at most 8 and 32 MiB of them:
+// the oldest go back to the heap when a newer one needs room.
+TEST_F(ErrorPaths, KeptBlocksMakeRoomOldestFirst) {
+  dlb::testing::drop_recycled_blocks();
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(dlb::mem_alloc_aligned(64, std::size_t{128} << 10));
+  for (void* p : blocks) dlb::mem_free_aligned(p);
+  EXPECT_LE(dlb::testing::recycled_bytes(), std::size_t{8} * (std::size_t{132} << 10));
+  EXPECT_GT(dlb::testing::recycled_bytes(), 0u);
+  // Two large-ish blocks: the second needs the room of everything kept.
+  void* a = dlb::mem_alloc_aligned(64, std::size_t{20} << 20);
+  void* b = dlb::mem_alloc_aligned(64, std::size_t{20} << 20);
+  dlb::mem_free_aligned(a);
+  dlb::mem_free_aligned(b);
+  EXPECT_LE(dlb::testing::recycled_bytes(), std::size_t{32} << 20);
+  // A kept block serves a request of about its size.
+  void* c = dlb::mem_alloc_aligned(64, (std::size_t{20} << 20) - 4096);
+  EXPECT_NE(c, nullptr);
+  dlb::mem_free_aligned(c);
+  dlb::testing::drop_recycled_blocks();
+  EXPECT_EQ(dlb::testing::recycled_bytes(), 0u);
+}
+
+// A view whose last byte would lie past 2^64.
+TEST_F(ErrorPaths, AViewEndingPastTheTopOfTheAddressSpace) {
+  std::int64_t shape[1] = {16};
+  DLTensor t = host(reinterpret_cast<void*>(UINTPTR_MAX - 10), 1, shape, nullptr, DLDataType{kDLUInt, 8, 1});
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_ERR_OVERFLOW);
+  EXPECT_TRUE(says("leaves the address space")) << message();
+}
+
+// The exchange allocator's refusal of device memory names the device.
+TEST_F(ErrorPaths, TheExchangeAllocatorAllocatesHostMemoryOnly) {
+  std::int64_t shape[1] = {4};
+  DLTensor proto = host(nullptr, 1, shape, nullptr);
+  proto.device = DLDevice{kDLROCM, 1};
+  DLManagedTensorVersioned* out = nullptr;
+  EXPECT_EQ(dlb_managed_tensor_alloc(&proto, &out, nullptr, nullptr), -1);
+  EXPECT_TRUE(says("rocm:1")) << message();
+  EXPECT_EQ(out, nullptr);
 }
 
 }  // namespace
