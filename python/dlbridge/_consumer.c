@@ -386,6 +386,11 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
       dlbpy_int_pair(device_arg, "device", "(device_type, device_id)", device_pair) != 0) {
     return NULL;
   }
+  if (device_arg != NULL && (device_pair[0] < INT32_MIN || device_pair[0] > INT32_MAX || device_pair[1] < INT32_MIN ||
+                             device_pair[1] > INT32_MAX)) { /* as __dlpack__'s dl_device, not cut to 32 bits */
+    PyErr_Format(PyExc_ValueError, "device %R is out of range", device_arg);
+    return NULL;
+  }
   const long long* device = device_arg != NULL ? device_pair : NULL;
   const int policy = dlbpy_copy_policy(copy);
   if (policy < 0) return NULL;
