@@ -5,9 +5,9 @@ exception or a result with one set (CPython's SystemError), never
 crashes, and leaves no export or producer tensor behind. Two modes per
 call: only the k-th allocation fails, and every allocation from the k-th
 on fails (so that the error paths' own allocations fail too), for k = 0, 1,
-2, ... until the call has run 8 times in a row as it does unhindered. The library's own
-allocations are failed by tests/reliability (allocation-failure
-injection)."""
+2, ... until the call has run 8 times in a row as it does unhindered.
+The library's own allocations are failed by tests/reliability
+(allocation-failure injection)."""
 
 import array
 import copy
