@@ -291,6 +291,49 @@ TEST_F(ImpossibleSpans, DataPlusExtentOutsideTheAddressSpace) {
   expect_imports_refused(q, DLB_ERR_OVERFLOW, "leaves the address space");
 }
 
+// The lowest byte may be address 0 itself (one more is below the address
+// space); an element count of exactly INT64_MAX is counted (then refused
+// for its span, not its count).
+TEST_F(ImpossibleSpans, TheEdgesOfTheAddressSpaceAndTheElementCount) {
+  std::int64_t shape[1] = {9};
+  std::int64_t strides[1] = {-1};
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(std::uintptr_t{8});
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = u8();
+  t.shape = shape;
+  t.strides = strides;
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_OK) << message();  // bytes 0..8
+  shape[0] = 10;
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_ERR_OVERFLOW);  // bytes -1..8
+  EXPECT_NE(message().find("leaves the address space"), std::string::npos) << message();
+  shape[0] = INT64_MAX;
+  t.strides = nullptr;
+  t.dtype = DLDataType{kDLInt, 2, 1};  // 2^64 - 2 bits: the count and the bits fit
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_ERR_OVERFLOW);
+  EXPECT_NE(message().find("spans"), std::string::npos) << message();
+}
+
+// Messages say "tensor" for a tensor from another producer, not for an
+// argument of the library's own calls.
+TEST_F(ImpossibleSpans, MessagesNameWhoseTensorItIs) {
+  std::int64_t shape[1] = {2};
+  std::int64_t strides[1] = {std::int64_t{1} << 62};
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(std::uintptr_t{1} << 40);
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = u8();
+  t.shape = shape;
+  t.strides = strides;
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_ERR_OVERFLOW);
+  EXPECT_EQ(message().rfind("tensor strided view spans", 0), 0u) << message();
+  dlb_buffer* b = nullptr;
+  EXPECT_EQ(dlb_buffer_wrap(&t, 0, nullptr, nullptr, &b), DLB_ERR_OVERFLOW);
+  EXPECT_EQ(message().rfind("strided view spans", 0), 0u) << message();
+}
+
 // An allocation larger than any address space is an overflow, not an
 // attempt that fails for want of memory.
 TEST_F(ImpossibleSpans, AllocPastTheBoundIsAnOverflow) {
