@@ -19,7 +19,7 @@ __attribute__((always_inline)) inline dlb_status read_options(const dlb_import_o
                                                               dlb_import_options* opt) noexcept {
   dlb_import_options_init(opt);
   if (options == nullptr) return DLB_OK;
-  if (options->struct_size < offsetof(dlb_import_options, require_alignment) + sizeof(options->require_alignment))
+  if (options->struct_size <= offsetof(dlb_import_options, require_alignment) + sizeof(options->require_alignment))
     return set_error(DLB_ERR_INVALID_ARGUMENT,
                      "options->struct_size is %zu; call dlb_import_options_init() first", options->struct_size);
   std::memcpy(opt, options, options->struct_size < sizeof *opt ? options->struct_size : sizeof *opt);
