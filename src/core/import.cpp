@@ -56,7 +56,7 @@ __attribute__((always_inline)) inline dlb_status check_incoming(const DLTensor& 
   const bool padded = flagged && paddable(t.dtype);
   DLB_TRY(check_layout(&t, Origin::incoming, true, info, padded));
   const std::uintptr_t origin = reinterpret_cast<std::uintptr_t>(t.data) + static_cast<std::uintptr_t>(t.byte_offset);
-  if (opt.require_alignment >= 1 && !info->empty && origin % opt.require_alignment != 0)
+  if (opt.require_alignment > 1 && !info->empty && origin % opt.require_alignment != 0)
     return set_error(DLB_ERR_ALIGNMENT,
                      "tensor data + byte_offset = %p + %" PRIu64 " is not aligned to %" PRIu64 " bytes", t.data,
                      static_cast<std::uint64_t>(t.byte_offset), opt.require_alignment);

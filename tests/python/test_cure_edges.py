@@ -110,15 +110,18 @@ def test_sub_byte_elements_come_through_one_per_byte():
     assert bytes(dlbridge._glue.tensor_payload(t)[0]) == bytes([1, 2, 3, 4])
 
 
-@pytest.mark.parametrize("elements, words", [
+ELEMENTS_THAT_DO_NOT_FIT = [
     (lambda: ElementsOnly(None, "float16", 2, "uint16"), "its dtype is not the producer's"),
     (lambda: ElementsOnly(None, "bfloat16", 4, "uint32"), "its elements are 4 bytes, not 16 bits"),
     (lambda: ElementsOnly(None, "bfloat16", 2, view_raises=True), "cannot view"),
     (lambda: ElementsOnly(None, "complex", 16, "uint128"), "its dtype is not the producer's"),
-])
-def test_element_bytes_that_do_not_fit(elements, words):
-    p = Producer(shape=(3,), dtype="bfloat16", array=elements)
-    refused_with(p, "DLB_ERR_BACKEND", "__array__()", words)
+]
+
+
+def test_element_bytes_that_do_not_fit():
+    for elements, words in ELEMENTS_THAT_DO_NOT_FIT:
+        p = Producer(shape=(3,), dtype="bfloat16", array=elements)
+        refused_with(p, "DLB_ERR_BACKEND", "__array__()", words)
 
 
 def interface(**changes):
@@ -128,7 +131,7 @@ def interface(**changes):
     return keep, face
 
 
-@pytest.mark.parametrize("changes, words", [
+UNREADABLE_INTERFACES = [
     ({"data": "nope"}, "not a version 3 __array_interface__"),
     ({"shape": [6]}, "not a version 3 __array_interface__"),
     ({"typestr": 3}, "not a version 3 __array_interface__"),
@@ -139,13 +142,16 @@ def interface(**changes):
     ({"typestr": "<f32"}, "has no DLPack dtype"),
     ({"shape": (1,) * 65}, "not a version 3 __array_interface__"),
     ({"shape": ("a",)}, ""),
-])
-def test_array_interfaces_that_cannot_be_read(changes, words):
-    keep, face = interface(**changes)
-    p = Producer(shape=(6,), interface=face)
-    text = refused_with(p, "DLB_ERR_BACKEND", "__array_interface__", words)
-    assert REFUSAL in text
-    del keep
+]
+
+
+def test_array_interfaces_that_cannot_be_read():
+    for changes, words in UNREADABLE_INTERFACES:
+        keep, face = interface(**changes)
+        p = Producer(shape=(6,), interface=face)
+        text = refused_with(p, "DLB_ERR_BACKEND", "__array_interface__", words)
+        assert REFUSAL in text
+        del keep
 
 
 def test_array_interfaces_with_strides_and_read_only_data():
@@ -167,20 +173,23 @@ def test_array_interfaces_with_strides_and_read_only_data():
     del keep
 
 
-@pytest.mark.parametrize("shape, dtype, status, words", [
+UNREADABLE_LAYOUTS = [
     (None, "float32", "DLB_ERR_UNSUPPORTED_LAYOUT", "no shape attribute"),
     (("a",), "float32", "DLB_ERR_UNSUPPORTED_LAYOUT", "not a tuple of ints"),
     ((1,) * 65, "float32", "DLB_ERR_UNSUPPORTED_LAYOUT", "at most 64 extents"),
     ((3,), "string", "DLB_ERR_UNSUPPORTED_DTYPE", "has no DLPack equivalent"),
     ((3,), None, "DLB_ERR_UNSUPPORTED_LAYOUT", "it has no dtype attribute"),
-])
-def test_layouts_the_cure_cannot_read(shape, dtype, status, words):
-    p = Producer(shape=shape, dtype=dtype)
-    if shape is None:
-        del p.shape
-    if dtype is None:
-        del p.dtype
-    refused_with(p, status, words)
+]
+
+
+def test_layouts_the_cure_cannot_read():
+    for shape, dtype, status, words in UNREADABLE_LAYOUTS:
+        p = Producer(shape=shape, dtype=dtype)
+        if shape is None:
+            del p.shape
+        if dtype is None:
+            del p.dtype
+        refused_with(p, status, words)
 
 
 def test_a_dtype_named_like_torch_and_one_without_a_name():
