@@ -286,19 +286,3 @@ def test_a_producers_tensor_under_failing_allocations_is_always_released():
     gc.collect()
     assert sys.getrefcount(arr) == start
 
-
-def test_a_fresh_instance_of_the_extension_module_under_failing_allocations():
-    """The module's setup (its types, the exchange capsule, its state),
-    executed again in a new instance: each failing allocation fails the
-    import with MemoryError, and the package's own instance works on."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("dlbridge._glue")
-
-    def load():
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-
-    assert under_failing_allocations(load, "one", "module setup") >= 1
-    t = dlbridge.empty((2,), "float32")
-    assert dlbridge.from_dlpack(t).shape == (2,)

@@ -9,6 +9,7 @@
 #include <dlbridge/dlbridge.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -804,6 +805,194 @@ TEST_F(ErrorPaths, TheExchangeAllocatorAllocatesHostMemoryOnly) {
   EXPECT_EQ(dlb_managed_tensor_alloc(&proto, &out, nullptr, nullptr), -1);
   EXPECT_TRUE(says("rocm:1")) << message();
   EXPECT_EQ(out, nullptr);
+}
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The rules' boundaries, each pinned (scripts/mutate moves them by one).
+
+// Options structs of the smallest size the library reads are taken.
+TEST_F(ErrorPaths, OptionsOfTheSmallestSizeAreTaken) {
+  Foreign f;
+  dlb_import_options io;
+  dlb_import_options_init(&io);
+  io.struct_size = offsetof(dlb_import_options, require_alignment) + sizeof io.require_alignment;
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_import_versioned(&f.v, &io, &b), DLB_OK) << message();
+  dlb_export_options eo;
+  dlb_export_options_init(&eo);
+  eo.struct_size = offsetof(dlb_export_options, copy) + sizeof eo.copy;
+  eo.copy = DLB_COPY_ALWAYS;
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, &eo, &m), DLB_OK) << message();
+  EXPECT_NE(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  m->deleter(m);
+  dlb_buffer_release(b);
+  EXPECT_EQ(f.deleted, 1);
+}
+
+// DLPack 1.2's rule is about ndim > 0: a 0-d tensor needs no strides.
+TEST_F(ErrorPaths, ScalarsNeedNoStridesEvenWhenStridesAreRequired) {
+  float x = 1;
+  DLTensor t = host(&x, 0, nullptr, nullptr);
+  EXPECT_EQ(dlb_validate(&t, DLB_VALIDATE_STRIDES_REQUIRED), DLB_OK) << message();
+}
+
+// After the first export of a thread, an export of up to 8 dimensions
+// allocates nothing (its block comes back to the thread's cache), and a
+// copy export frees its copy when its deleter runs.
+TEST_F(ErrorPaths, ExportsAllocateNothingOnTheHotPathAndFreeTheirCopies) {
+  std::int64_t shape[8] = {1, 1, 1, 1, 1, 1, 1, 4};
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, f32(), 8, shape, &b), DLB_OK);
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+  m->deleter(m);
+  dlb::testing::fail_allocation_after(-1);  // count, fail none
+  ASSERT_EQ(dlb_export_versioned(b, nullptr, &m), DLB_OK);
+  m->deleter(m);
+  EXPECT_EQ(dlb::testing::allocations_attempted(), 0);
+  dlb::testing::fail_allocation_after(0);
+  dlb_buffer_release(b);
+
+  const std::int64_t live = dlb::testing::large_allocations_live();
+  std::int64_t big[1] = {std::int64_t{9} << 20};  // 36 MiB of float32: a mapping of its own
+  ASSERT_EQ(dlb_buffer_alloc(DLDevice{kDLCPU, 0}, f32(), 1, big, &b), DLB_OK);
+  dlb_export_options o = options(DLB_COPY_ALWAYS);
+  ASSERT_EQ(dlb_export_versioned(b, &o, &m), DLB_OK);
+  EXPECT_EQ(dlb::testing::large_allocations_live(), live + 2);
+  m->deleter(m);
+  EXPECT_EQ(dlb::testing::large_allocations_live(), live + 1);
+  dlb_buffer_release(b);
+  EXPECT_EQ(dlb::testing::large_allocations_live(), live);
+}
+
+// A copy that cannot be made, for no reason but where it would have to go:
+// the message says that alone.
+TEST_F(ErrorPaths, ACopyToADeviceTheHostCannotWriteSaysSo) {
+  std::int64_t shape[1] = {4};
+  DLTensor t = host(reinterpret_cast<void*>(std::uintptr_t{1} << 40), 1, shape, nullptr);
+  t.device = DLDevice{kDLROCM, 0};
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&t, 0, nullptr, nullptr, &b), DLB_OK);
+  dlb_export_options o = options(DLB_COPY_ALWAYS);
+  o.has_target_device = 1;
+  o.target_device = DLDevice{kDLROCM, 0};
+  DLManagedTensorVersioned* m = nullptr;
+  EXPECT_EQ(dlb_export_versioned(b, &o, &m), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(message(), "a copy can only be made to host memory, but rocm:0 was asked for");
+  dlb_buffer_release(b);
+}
+
+// A backend that waits on streams itself takes a stream for CPU memory,
+// which has none of its own; the stream reaches its wait.
+TEST_F(ErrorPaths, ABackendThatWaitsTakesAStreamForHostMemory) {
+  static std::int64_t seen = 0;
+  dlb_backend_vtable vt;
+  std::memset(&vt, 0, sizeof vt);
+  vt.struct_size = sizeof vt;
+  vt.name = "waits";
+  vt.acquire_access = [](void*, void* storage, void** data, void** ref) -> int32_t {
+    *data = storage;
+    *ref = nullptr;
+    return 0;
+  };
+  vt.release_access = [](void*, void*, void*) {};
+  vt.wait_ready = [](void*, void*, int64_t stream) -> int32_t {
+    seen = stream;
+    return 0;
+  };
+  dlb_backend* be = nullptr;
+  ASSERT_EQ(dlb_backend_create(&vt, nullptr, &be), DLB_OK);
+  float x[4] = {1, 2, 3, 4};
+  std::int64_t shape[1] = {4};
+  DLTensor layout = host(nullptr, 1, shape, nullptr);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_from_backend(be, x, &layout, 0, &b), DLB_OK);
+  dlb_export_options o = options();
+  o.stream = 5;
+  o.flags = DLB_EXPORT_STREAM_GIVEN;
+  DLManagedTensorVersioned* m = nullptr;
+  ASSERT_EQ(dlb_export_versioned(b, &o, &m), DLB_OK) << message();
+  EXPECT_EQ(seen, 5);
+  EXPECT_EQ(m->dl_tensor.data, x);
+  m->deleter(m);
+  dlb_buffer_release(b);
+  dlb_backend_release(be);
+}
+
+// Every dtype DLPack defines is taken, and its name comes back; the widths
+// next to each legal one are refused.
+TEST_F(ErrorPaths, TheDtypeTableAgainstDLPack) {
+  struct Code {
+    std::uint8_t code;
+    std::vector<int> widths;
+  };
+  const Code codes[] = {
+      {kDLInt, {2, 4, 8, 16, 32, 64}}, {kDLUInt, {2, 4, 8, 16, 32, 64}}, {kDLFloat, {16, 32, 64}},
+      {kDLOpaqueHandle, {8, 16, 32, 64}}, {kDLBfloat, {16}}, {kDLComplex, {32, 64, 128}}, {6, {8}},
+      {7, {8}}, {8, {8}}, {9, {8}}, {10, {8}}, {11, {8}}, {12, {8}}, {13, {8}}, {14, {8}},
+      {15, {6}}, {16, {6}}, {17, {4}},
+  };
+  for (const Code& c : codes) {
+    for (int w : c.widths) {
+      SCOPED_TRACE(::testing::Message() << "code " << int(c.code) << " bits " << w);
+      const DLDataType dt{c.code, static_cast<std::uint8_t>(w), 1};
+      EXPECT_EQ(dlb_dtype_check(dt), DLB_OK) << message();
+      char name[64];
+      ASSERT_EQ(dlb_dtype_name(dt, name, sizeof name), DLB_OK) << message();
+      DLDataType back{};
+      ASSERT_EQ(dlb_dtype_from_name(name, &back), DLB_OK) << name;
+      EXPECT_TRUE(back.code == dt.code && back.bits == dt.bits && back.lanes == 1) << name;
+      for (int near : {w - 1, w + 1}) {
+        bool legal = false;
+        for (int o : c.widths) legal = legal || o == near;
+        if (!legal) {
+          EXPECT_EQ(dlb_dtype_check(DLDataType{c.code, static_cast<std::uint8_t>(near), 1}),
+                    DLB_ERR_UNSUPPORTED_DTYPE)
+              << near;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(dlb_dtype_check(DLDataType{18, 8, 1}), DLB_ERR_UNSUPPORTED_DTYPE);
+  EXPECT_TRUE(says("dtype code 18 is not a DLPack type code (known: 0..17)")) << message();
+}
+
+TEST_F(ErrorPaths, DtypeNamesAtTheirBoundaries) {
+  DLDataType d{};
+  ASSERT_EQ(dlb_dtype_from_name("float32x9", &d), DLB_OK) << message();
+  EXPECT_EQ(d.lanes, 9);
+  ASSERT_EQ(dlb_dtype_from_name("float32x1", &d), DLB_OK) << message();
+  EXPECT_TRUE(d.code == kDLFloat && d.bits == 32 && d.lanes == 1);
+  const std::string sixty_three(63, 'q');
+  EXPECT_EQ(dlb_dtype_from_name(sixty_three.c_str(), &d), DLB_ERR_UNSUPPORTED_DTYPE);
+  EXPECT_TRUE(says("is not a dtype name")) << message();
+  const std::string sixty_four(64, 'q');
+  EXPECT_EQ(dlb_dtype_from_name(sixty_four.c_str(), &d), DLB_ERR_UNSUPPORTED_DTYPE);
+  EXPECT_TRUE(says("too long")) << message();
+  char exact[8];  // "float32" and its terminator
+  EXPECT_EQ(dlb_dtype_name(f32(), exact, sizeof exact), DLB_OK) << message();
+  EXPECT_STREQ(exact, "float32");
+  EXPECT_EQ(dlb_dtype_name(f32(), exact, 7), DLB_ERR_INVALID_ARGUMENT);
+}
+
+// The device table ends at kDLTPUHost (20).
+TEST_F(ErrorPaths, DeviceTypesPastTheTableAreUnknown) {
+  dlb_device_info info;
+  info.struct_size = sizeof info;
+  EXPECT_EQ(dlb_device_type_info(20, &info), DLB_OK);
+  EXPECT_EQ(dlb_device_type_info(21, &info), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_device_type_info(0, &info), DLB_ERR_UNSUPPORTED_DEVICE);
+  float x[1] = {0};
+  std::int64_t shape[1] = {1};
+  DLTensor t = host(x, 1, shape, nullptr);
+  std::int32_t type = 21;
+  std::memcpy(&t.device.device_type, &type, sizeof type);
+  EXPECT_EQ(dlb_validate(&t, 0), DLB_ERR_UNSUPPORTED_DEVICE);
 }
 
 }  // namespace
