@@ -81,6 +81,17 @@ def test_tensor_properties_at_their_corners():
     assert repr(ro) == "dlbridge.Tensor(shape=(4,), dtype=uint8, device=(1, 0), readonly=True)"
 
 
+def test_a_buffer_whose_strides_reach_past_any_address_space():
+    """numpy lets as_strided describe a view of 2^60-byte strides; from_buffer
+    refuses it with the layout rule's overflow, reading nothing."""
+    one = np.zeros(1)
+    view = np.lib.stride_tricks.as_strided(one, shape=(2,), strides=(1 << 60,))
+    with pytest.raises(dlbridge.Error) as info:
+        dlbridge.from_buffer(view)
+    assert info.value.status_name == "DLB_ERR_OVERFLOW"
+    assert "2^57" in str(info.value)
+
+
 def test_buffers_whose_strides_are_not_whole_elements_or_formats_dlpack_lacks():
     record = np.zeros(4, dtype=[("a", "<i4"), ("b", "i1")])
     with pytest.raises(dlbridge.Error) as info:

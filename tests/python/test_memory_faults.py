@@ -286,3 +286,38 @@ def test_a_producers_tensor_under_failing_allocations_is_always_released():
     gc.collect()
     assert sys.getrefcount(arr) == start
 
+
+
+def test_the_extension_modules_setup_under_failing_allocations():
+    """The module's setup (its types, the exchange capsule, its state) run
+    again in fresh instances of dlbridge._glue with each allocation failing
+    in turn: MemoryError each time, never a SystemError. In a child
+    process: a second instance takes over the process's module state."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import importlib.util, _testcapi
+        spec = importlib.util.find_spec("dlbridge._glue")
+        import dlbridge
+        failed = 0
+        for k in range(400):
+            error = None
+            _testcapi.set_nomemory(k, k + 1)
+            try:
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            except BaseException as e:
+                error = e
+            _testcapi.remove_mem_hooks()
+            if error is not None:
+                failed += 1
+                if isinstance(error, SystemError) and "error return without" not in str(error):
+                    raise SystemExit("allocation %d: %r" % (k, error))
+        print(failed)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p)))
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-500:]
+    assert int(done.stdout.split()[-1]) >= 1
