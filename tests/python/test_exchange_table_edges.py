@@ -72,11 +72,12 @@ def test_a_tensor_given_with_no_place_for_the_result_is_still_freed():
 def test_objects_that_are_not_tensors_are_refused():
     t = table()
     managed = ctypes.c_void_p()
+    array, items = np.zeros(2), [1, 2]  # alive for the calls: they get only the addresses
     with pytest.raises(TypeError):
-        t["from_py"](id(np.zeros(2)), ctypes.addressof(managed))
+        t["from_py"](id(array), ctypes.addressof(managed))
     view = (ctypes.c_byte * 48)()
     with pytest.raises(TypeError):
-        t["view"](id([1, 2]), ctypes.addressof(view))
+        t["view"](id(items), ctypes.addressof(view))
 
 
 def test_a_deleted_tensor_has_no_view_and_no_export():
