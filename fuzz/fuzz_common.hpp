@@ -278,6 +278,18 @@ inline Extent compute_extent(int32_t ndim, const int64_t* shape, const int64_t* 
   return e;
 }
 
+// The bound on what a view may reach (src/core/layout.hpp, kMaxAddressSpan):
+// no machine has more than 2^57 bytes of address space, so a non-empty view
+// whose span (lowest to highest byte) or byte_offset exceeds it cannot
+// exist, and the library must refuse it whatever its data pointer says.
+constexpr uint64_t kMaxAddressSpan = uint64_t{1} << 57;
+inline bool addressable(const Extent& e, uint64_t byte_offset) {
+  if (!e.sane) return false;
+  if (e.numel == 0) return true;  // nothing is addressed
+  return e.fits && static_cast<__int128>(e.hi) - e.lo <= static_cast<__int128>(kMaxAddressSpan) &&
+         byte_offset <= kMaxAddressSpan;
+}
+
 // Memory for a view: an exact-size heap block (so that ASan flags any byte
 // read outside it) and the data pointer that makes [lo, hi) of the view
 // land in it for a given byte_offset.

@@ -160,6 +160,8 @@ int run_import(const uint8_t* data, size_t size) {
   FUZZ_CHECK(e.sane, "import accepted a tensor the harness finds malformed (ndim %d dtype %u/%u/%u)", ndim,
              dtype.code, dtype.bits, dtype.lanes);
   FUZZ_CHECK(g_deleter_calls == 0, "deleter ran during import");
+  FUZZ_CHECK(addressable(e, byte_offset), "import accepted a view no address space holds (bytes %lld..%lld, "
+             "byte_offset %llu)", (long long)e.lo, (long long)e.hi, (unsigned long long)byte_offset);
 
   // The buffer's view is the producer's tensor.
   {

@@ -75,6 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(e.sane, "validate accepted a tensor the harness finds malformed (ndim %d dtype %u/%u/%u)", ndim,
                t.dtype.code, t.dtype.bits, t.dtype.lanes);
     FUZZ_CHECK(t.data != nullptr || e.numel == 0, "NULL data with %lld elements", (long long)e.numel);
+    FUZZ_CHECK(fuzz::addressable(e, t.byte_offset), "validate accepted a view no address space holds (bytes %lld..%lld, "
+               "byte_offset %llu)", (long long)e.lo, (long long)e.hi, (unsigned long long)t.byte_offset);
     FUZZ_CHECK(fuzz::dtype_legal(t.dtype), "illegal dtype accepted");
   }
 

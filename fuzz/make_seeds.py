@@ -77,8 +77,10 @@ def import_seed(versioned, ndim, shape, strides=None, dtype="f32", device="cpu",
         out += bytes([vflags])
     out += ndim_byte(ndim) + bytes([DT[dtype], DEV[device]])
     out += b"".join(ext(s) for s in shape) + b"".join(sext(s) for s in (strides or [0] * ndim))
-    assert byte_offset % 8 == 0 and byte_offset < 64
-    out += bytes([byte_offset // 8])
+    if byte_offset % 8 == 0 and byte_offset < 64:
+        out += bytes([byte_offset // 8])
+    else:
+        out += bytes([0xF0]) + struct.pack("<Q", byte_offset)
     out += bytes([0x37])  # arena contents seed
     return out + the_ops + bytes([teardown])
 
@@ -212,6 +214,41 @@ def copy_seeds():
     }
 
 
+def import_copy_seed(ndim, shape, strides=None, dtype="f32", byte_offset=0, legacy=False, at_end=False,
+                     stray=False, device=None, minor=3):
+    """fuzz_import_copy: ctl (0x01 legacy, 0x02 NULL strides, 0x04 span flush
+    against the upper guard page, 0x08 ndim 0 with stray pointers, 0x10 a
+    device follows), ndim, shape, strides, dtype, [device], byte_offset (one
+    byte < 64, else 0xF0 and eight), the arena's contents byte, then the
+    versioned struct's minor version."""
+    ctl = (1 if legacy else 0) | (2 if strides is None else 0) | (4 if at_end else 0) | (8 if stray else 0)
+    ctl |= 0x10 if device else 0
+    out = bytes([ctl]) + ndim_byte(ndim)
+    out += b"".join(ext(v) for v in shape) + b"".join(sext(v) for v in (strides or [0] * ndim))
+    out += bytes([DT[dtype]]) + (bytes([DEV[device]]) if device else b"")
+    out += bytes([byte_offset]) if byte_offset < 64 else bytes([0xF0]) + struct.pack("<Q", byte_offset)
+    return out + bytes([0x5D]) + (b"" if legacy else bytes([minor]))
+
+
+def import_copy_seeds():
+    return {
+        "compact-2x3-f32": import_copy_seed(2, [2, 3]),
+        "transposed-legacy": import_copy_seed(2, [3, 4], [1, 3], "i16", 6, legacy=True),
+        "negative-strides": import_copy_seed(3, [2, 3, 2], [-6, -2, 1], "f64", 40),
+        "broadcast": import_copy_seed(2, [4, 5], [0, 1], "c64"),
+        # Spans of megabytes and gigabytes over a page reservation, a few
+        # elements each, flush against either guard page.
+        "sparse-4gib": import_copy_seed(1, [3], [1 << 31], "i8"),
+        "sparse-negative-at-end": import_copy_seed(2, [2, 2], [-(1 << 20), 1 << 12], "f32", at_end=True),
+        "sparse-wide-lanes": import_copy_seed(1, [5], [1 << 14], "f32x4", at_end=True),
+        "subbyte-i4-compact": import_copy_seed(2, [3, 3], [3, 1], "i4"),
+        "subbyte-i2x3-reversed": import_copy_seed(1, [5], [-1], "i2x3", 8),
+        "scalar-stray-pointers": import_copy_seed(0, [], [], "c128", stray=True),
+        "zero-size-huge-offset": import_copy_seed(2, [0, 3], None, "f32", 1 << 63),
+        "pinned": import_copy_seed(1, [6], None, "u8", device="cuda_host"),
+    }
+
+
 def regressions():
     """Minimal inputs of bugs the targets found (tests/reliability/test_fuzz_regressions.cpp)."""
     dev17 = bytes([0xF0]) + struct.pack("<Ii", 17, 0)
@@ -225,10 +262,27 @@ def regressions():
             # was dropped and the bytes read as packed; now refused
             # (tests/core/test_subbyte.cpp).
             "padded-float4x2": import_seed(True, 1, [4], None, "f4x2", vflags=4, the_ops=ops(EXPORT_V)),
+            "stride-2-62": import_seed(True, 1, [2], [1 << 62], "u8", the_ops=ops(opt_export(True, copy=2), TO_HOST)),
+            "byte-offset-2-63": import_seed(True, 1, [2], [1], "u8", byte_offset=1 << 63,
+                                            the_ops=ops(opt_export(True, copy=2), TO_HOST)),
+        },
+        "import_legacy": {
+            "stride-2-62": import_seed(False, 1, [2], [1 << 62], "u8", the_ops=ops(opt_export(True, copy=2), TO_HOST)),
+        },
+        "validate": {
+            "device-beyond-enum": bytes([0x14, 1, DT["f32"]]) + dev17 + ext(2) + sext(0) + bytes([1, 0, 0]),
+            "stride-2-62": validate_seed(1, [2], [1 << 62], "u8"),
+        },
+        # The crash of a producer's uint8 [2] with stride 2^62, and a byte_offset
+        # of 2^63: both were accepted; copying the first read 2^62 bytes away
+        # (tests/reliability/test_impossible_spans.cpp).
+        "import_copy": {
+            "stride-2-62": import_copy_seed(1, [2], [1 << 62], "u8"),
+            "byte-offset-2-63": import_copy_seed(1, [2], [1], "u8", 1 << 63),
+            "negative-stride-2-62": import_copy_seed(1, [2], [-(1 << 62)], "u8", legacy=True),
         },
         "export": {"zero-size-huge-extents": export_seed(True, 4, [4, 0, 1 << 62, 4], None, "i8",
                                                          the_ops=ops(EXPORT_V))},
-        "validate": {"device-beyond-enum": bytes([0x14, 1, DT["f32"]]) + dev17 + ext(2) + sext(0) + bytes([1, 0, 0])},
     }
 
 
@@ -239,6 +293,7 @@ def main():
         "validate": validate_seeds(),
         "export": export_seeds(),
         "copy": copy_seeds(),
+        "import_copy": import_copy_seeds(),
     }
     for target, seeds in sets.items():
         d = os.path.join(ROOT, target)

@@ -31,14 +31,19 @@ extern "C" {
 /**
  * Checks a tensor against the DLPack rules. Accepted: NULL strides (compact
  * row-major), negative strides, any strides on size-1 and zero-size
- * dimensions, NULL data for zero-size tensors, any byte_offset, NULL shape
- * when ndim is 0.
+ * dimensions, NULL data and any byte_offset for zero-size tensors, NULL
+ * shape, and any shape or strides pointer (never read), when ndim is 0.
+ * Refused as impossible: a non-empty view whose bytes (from the lowest to
+ * the highest its strides reach) or whose byte_offset exceed 2^57, the
+ * largest virtual address space of any 64-bit machine (five-level paging).
  * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL tensor, ndim < 0 or >
  *         DLB_MAX_NDIM, unknown flag bits); DLB_ERR_MALFORMED (NULL shape
  *         with ndim > 0, negative extent, NULL data with a non-zero size,
  *         NULL strides under DLB_VALIDATE_STRIDES_REQUIRED);
  *         DLB_ERR_UNSUPPORTED_DTYPE; DLB_ERR_UNSUPPORTED_DEVICE;
- *         DLB_ERR_OVERFLOW (element count, byte size or byte extent);
+ *         DLB_ERR_OVERFLOW (element count, byte size or byte extent past
+ *         64 bits; span or byte_offset past 2^57; data + byte_offset and
+ *         the extent leaving the 64-bit address space);
  *         DLB_ERR_UNSUPPORTED_LAYOUT (not contiguous under
  *         DLB_VALIDATE_CONTIGUOUS). Reads `t` only; owns nothing.
  */

@@ -259,12 +259,6 @@ PyObject* dlbpy_deliver(dlbpy_state* state, dlb_buffer* buffer, const long long*
    * so (DLB_BUFFER_COPIED) or it is not one. */
   if (policy == DLB_COPY_ALWAYS && (dlb_buffer_flags(buffer) & DLB_BUFFER_COPIED) != 0) policy = DLB_COPY_IF_NEEDED;
   if (device == NULL && policy == DLB_COPY_IF_NEEDED) return dlbpy_tensor_new_in(state, buffer);
-  if (device != NULL &&
-      (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
-    dlb_buffer_release(buffer);
-    PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
-    return NULL;
-  }
   dlb_export_options options;
   dlbpy_request_options(device, policy, &options);
   dlb_buffer* out = NULL;
@@ -524,6 +518,12 @@ PyObject* dlbpy_from_dlpack(PyObject* module, PyObject* const* args, Py_ssize_t 
     long long device_pair[2];
     if (device_arg != NULL &&
         dlbpy_int_pair(device_arg, "device", "(device_type, device_id)", device_pair) != 0) {
+      return NULL;
+    }
+    if (device_arg != NULL && (device_pair[0] < INT32_MIN || device_pair[0] > INT32_MAX ||
+                               device_pair[1] < INT32_MIN || device_pair[1] > INT32_MAX)) {
+      /* as __dlpack__'s dl_device: refused, not cut to 32 bits */
+      PyErr_Format(PyExc_ValueError, "device %R is out of range", device_arg);
       return NULL;
     }
     const int policy = dlbpy_copy_policy(copy);

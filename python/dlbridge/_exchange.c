@@ -343,12 +343,8 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     return NULL;
   }
   if (found == 0) return NULL;
-  *handled = 1;
-  if (device != NULL &&
-      (device[0] < INT32_MIN || device[0] > INT32_MAX || device[1] < INT32_MIN || device[1] > INT32_MAX)) {
-    PyErr_Format(PyExc_ValueError, "device (%lld, %lld) is out of range", device[0], device[1]);
-    return NULL;
-  }
+  *handled = 1;  /* `device` is in int32 range: from_dlpack checked it */
+
   DLManagedTensorVersioned* tensor = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &tensor) != 0) {
     if (!PyErr_Occurred())

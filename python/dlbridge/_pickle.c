@@ -83,13 +83,15 @@ static PyObject* pickle_buffer_type = NULL;
  * reference on `host`, released on failure too). */
 static PyObject* pickle_buffer_of(dlb_buffer* host, const DLTensor* t, int readonly) {
   if (host_memory_type == NULL) host_memory_type = PyType_FromSpec(&host_memory_spec);
-  if (pickle_buffer_type == NULL) {
+  if (host_memory_type != NULL && pickle_buffer_type == NULL) { /* no import while an exception is set */
     PyObject* pickle = PyImport_ImportModule("pickle");
     if (pickle != NULL) pickle_buffer_type = PyObject_GetAttrString(pickle, "PickleBuffer");
     Py_XDECREF(pickle);
   }
   if (host_memory_type == NULL || pickle_buffer_type == NULL) {
     dlb_buffer_release(host);
+    /* CPython 3.11's PyType_FromSpec can fail on an allocation without saying so */
+    if (!PyErr_Occurred()) PyErr_NoMemory();
     return NULL;
   }
   allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)host_memory_type, Py_tp_alloc);
@@ -295,7 +297,7 @@ PyObject* dlbpy_tensor_from_pickle(PyObject* module, PyObject* const* args, Py_s
   if (s != DLB_OK) return dlbpy_raise_status(s);
 
   Py_buffer* view = (Py_buffer*)calloc(1, sizeof *view);
-  if (view == NULL) return PyErr_NoMemory();
+  if (view == NULL) return PyErr_NoMemory();  /* GCOVR_EXCL_LINE: the C heap refusing 80 bytes, as above */
   if (PyObject_GetBuffer(args[1], view, PyBUF_C_CONTIGUOUS) != 0) {
     free(view);
     if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;

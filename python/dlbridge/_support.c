@@ -30,6 +30,9 @@ PyObject* dlbpy_raise_error(dlb_status status, const char* text) {
   if (args == NULL) return NULL;
   PyErr_SetObject(type, args);
   Py_DECREF(args);
+  /* CPython 3.11 drops the exception when making it fails inside
+   * PyErr_SetObject (dlbridge.Error.__init__ running out of memory). */
+  if (!PyErr_Occurred()) PyErr_NoMemory();
   return NULL;
 }
 

@@ -109,31 +109,6 @@ std::atomic<int> g_last_split_axis{-1};
 // walk and row split of earlier versions.
 std::atomic<bool> g_source_order{true};
 
-// Index-by-index copy for views with more dimensions than the scratch
-// holds; recomputes every source offset from the linear index.
-void copy_by_index(const byte* src, std::int32_t ndim, const std::int64_t* shape, const std::int64_t* strides,
-                   std::size_t e, byte* dst) noexcept {
-  std::int64_t total = 1;
-  for (std::int32_t d = 0; d < ndim; ++d) total *= shape[d];
-  const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(e);
-  for (std::int64_t lin = 0; lin < total; ++lin) {
-    std::int64_t rest = lin;
-    std::ptrdiff_t off = 0;
-    for (std::int32_t d = ndim - 1; d >= 0; --d) {
-      off += (rest % shape[d]) * strides[d] * pe;
-      rest /= shape[d];
-    }
-    std::memcpy(dst + lin * pe, src + off, e);
-  }
-}
-
-// Bytes of the compact destination of a non-empty view.
-std::size_t total_bytes(std::int32_t ndim, const std::int64_t* shape, std::size_t e) noexcept {
-  std::size_t total = e;
-  for (std::int32_t d = 0; d < ndim; ++d) total *= static_cast<std::size_t>(shape[d]);
-  return total;
-}
-
 // A copy split into parts along one dimension of its view (`axis`: the
 // outermost one, or for a streamed transpose the innermost one): part p
 // copies the indices [p * chunk, min((p + 1) * chunk, shape[axis])) of it
@@ -210,11 +185,8 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
       v.stride[v.n - 1] = s;
       continue;
     }
-    if (v.n == kMaxDims) {
-      copy_by_index(src, ndim, shape, strides, elem_size, dst);
-      if (swap) swap_bytes(dst, total_bytes(ndim, shape, elem_size), swap_unit, current_isa());
-      return;
-    }
+    // v.n < kMaxDims here: kMaxDims dimensions of extent 2 or more are
+    // already 2^64 elements or more, which no layout the library accepts has.
     v.shape[v.n] = shape[d];
     v.stride[v.n] = s;
     ++v.n;

@@ -162,8 +162,10 @@ int cores() noexcept {
     const int n = CPU_COUNT(&set);
     if (n > 0) return n;
   }
+  // GCOVR_EXCL_START: sched_getaffinity of the calling process fails only with more than 1024 CPUs
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+  // GCOVR_EXCL_STOP
 }
 
 int setting() noexcept {
@@ -232,13 +234,13 @@ Pool* pool_with(int workers) noexcept {
     g_pool = nullptr;
   }
   Pool* p = new (std::nothrow) Pool;
-  if (p == nullptr) return nullptr;
+  if (p == nullptr) return nullptr;  // GCOVR_EXCL_LINE: the heap refusing a few hundred bytes, which no test arranges
   try {
     p->workers.reserve(static_cast<std::size_t>(workers));
-  } catch (...) {
+  } catch (...) {  // GCOVR_EXCL_START: at most 64 thread ids, as above
     delete p;
     return nullptr;
-  }
+  }  // GCOVR_EXCL_STOP
   // Plain pthreads: no heap state per thread, so a pool a fork leaves
   // behind holds nothing that only the lost threads could free.
   for (int i = 0; i < workers; ++i) {

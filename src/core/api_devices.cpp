@@ -35,8 +35,10 @@ dlb_status layout_describe_impl(const DLTensor* layout, dlb_layout_info* out, ui
                      flags);
   DLB_TRY(dlb::check_padded_flag(layout->dtype, flags));
   const bool padded = (flags & DLB_BUFFER_SUBBYTE_PADDED) != 0;
+  DLTensor shape_only = *layout;  // data and byte_offset are not read
+  shape_only.byte_offset = 0;
   dlb::LayoutInfo info;
-  DLB_TRY(dlb::check_layout(layout, dlb::Origin::argument, false, &info, padded));
+  DLB_TRY(dlb::check_layout(&shape_only, dlb::Origin::argument, false, &info, padded));
   out->numel = info.numel;
   out->nbytes = info.nbytes;
   out->element_bits = static_cast<uint32_t>(dlb::element_bits(dlb::carrier_dtype(layout->dtype, padded)));

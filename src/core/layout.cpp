@@ -92,22 +92,44 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
   } else if (!out.empty) {
     out.max_offset = static_cast<std::int64_t>(numel) - 1;
   }
-  // The extent in bytes: (max - min + 1) elements, plus the byte offset.
-  std::uint64_t span = 0;
-  std::uint64_t span_bytes = 0;
+  // The extent in bytes. Whole-byte elements: (max - min + 1) elements,
+  // `below` = -min of them before element 0. Packed sub-byte elements sit
+  // at bit offsets (offset * bits), so the view reaches from the byte that
+  // holds bit min * bits to the byte that holds the last bit of element max.
   if (!out.empty) {
     std::int64_t reach = 0;
-    if (__builtin_sub_overflow(out.max_offset, out.min_offset, &reach) ||
-        __builtin_add_overflow(static_cast<std::uint64_t>(reach), std::uint64_t{1}, &span) ||
-        __builtin_mul_overflow(span, elem_bytes, &span_bytes))
+    if (__builtin_sub_overflow(out.max_offset, out.min_offset, &reach))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte extent of the strided view overflows 64 bits", what(origin));
-    if (!byte_addressable(t->dtype)) span_bytes = out.nbytes;
-    out.span_bytes = span_bytes;
-    out.below_bytes = (std::uint64_t{0} - static_cast<std::uint64_t>(out.min_offset)) * elem_bytes;  // <= span
+    const std::uint64_t count = static_cast<std::uint64_t>(reach) + 1;  // reach >= 0: at most 2^63
+    const std::uint64_t down = std::uint64_t{0} - static_cast<std::uint64_t>(out.min_offset);  // -min, elements
+    const std::uint64_t up = static_cast<std::uint64_t>(out.max_offset) + 1;                   // max + 1, elements
+    if (byte_addressable(t->dtype)) {
+      if (__builtin_mul_overflow(count, elem_bytes, &out.span_bytes))
+        return set_error(DLB_ERR_OVERFLOW, "%sbyte extent of the strided view overflows 64 bits", what(origin));
+      out.below_bytes = down * elem_bytes;  // <= span_bytes
+    } else {
+      const std::uint64_t bits = element_bits(t->dtype);
+      std::uint64_t down_bits = 0;
+      std::uint64_t up_bits = 0;
+      if (__builtin_mul_overflow(down, bits, &down_bits) || __builtin_mul_overflow(up, bits, &up_bits))
+        return set_error(DLB_ERR_OVERFLOW, "%sbit extent of the strided view overflows 64 bits", what(origin));
+      out.below_bytes = down_bits / 8 + (down_bits % 8 != 0 ? 1 : 0);
+      out.span_bytes = out.below_bytes + up_bits / 8 + (up_bits % 8 != 0 ? 1 : 0);
+    }
     std::uint64_t end = 0;
-    if (__builtin_add_overflow(span_bytes, t->byte_offset, &end))
+    if (__builtin_add_overflow(out.span_bytes, t->byte_offset, &end))
       return set_error(DLB_ERR_OVERFLOW, "%sbyte_offset %" PRIu64 " plus the view's extent overflows 64 bits",
                        what(origin), static_cast<std::uint64_t>(t->byte_offset));
+    // A view no address space can hold is refused before anything reads
+    // it, whatever its data pointer: see kMaxAddressSpan.
+    if (out.span_bytes > kMaxAddressSpan)
+      return set_error(DLB_ERR_OVERFLOW,
+                       "%sstrided view spans %" PRIu64 " bytes, more than any address space holds (2^%d bytes)",
+                       what(origin), out.span_bytes, kMaxAddressSpanLog2);
+    if (t->byte_offset > kMaxAddressSpan)
+      return set_error(DLB_ERR_OVERFLOW,
+                       "%sbyte_offset %" PRIu64 " is past the end of any address space (2^%d bytes)", what(origin),
+                       static_cast<std::uint64_t>(t->byte_offset), kMaxAddressSpanLog2);
   }
   if (check_data && !out.empty) {
     if (t->data == nullptr)
@@ -119,7 +141,7 @@ dlb_status check_layout(const DLTensor* t, Origin origin, bool check_data, Layou
     const std::uint64_t below = out.below_bytes;
     std::uint64_t last = 0;
     if (__builtin_add_overflow(base, static_cast<std::uint64_t>(t->byte_offset), &first) || first < below ||
-        __builtin_add_overflow(first - below, span_bytes, &last))
+        __builtin_add_overflow(first - below, out.span_bytes, &last))
       return set_error(DLB_ERR_OVERFLOW, "%sdata %p with byte_offset %" PRIu64 " and this extent leaves the address space",
                        what(origin), t->data, static_cast<std::uint64_t>(t->byte_offset));
   }

@@ -16,6 +16,7 @@
 #define DLBRIDGE_TESTS_CUDA_CUDA_FIXTURE_HPP_
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,7 +30,22 @@
 
 using namespace dlbtest;
 
+// A coverage build's counters are written at exit(); a forked child that
+// leaves with _exit() writes them first (meson defines DLB_TEST_GCOV_DUMP
+// in builds with -Db_coverage=true, whose libgcov has the call).
+#if defined(DLB_TEST_GCOV_DUMP)
+extern "C" void __gcov_dump(void);
+#endif
+
 namespace cudatest {
+
+// How a forked child of a test ends.
+[[noreturn]] inline void child_exit(int code) {
+#if defined(DLB_TEST_GCOV_DUMP)
+  __gcov_dump();
+#endif
+  _exit(code);
+}
 
 using namespace dlbtest;
 

@@ -120,7 +120,7 @@ int run_child(int sock, F child) {
   if (!fake) setenv("DLB_TEST_SHARE_SOCKET", fd_text, 1);
   const pid_t pid = fork();
   if (pid == 0) {
-    if (fake) _exit(child(sock));
+    if (fake) child_exit(child(sock));
     execl("/proc/self/exe", "test_cuda", "--gtest_filter=CudaShareConsumer.FromSocket", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -244,10 +244,10 @@ TEST_F(FakeCudaTest, ShareLyingDescriptionsAreRefused) {
     dlb_buffer* x = nullptr;
     const dlb_status s = dlb_buffer_open_shared(-1, big.description, big.size, 0, &x);
     const IpcCounts c = ipc_counts();
-    if (s != DLB_ERR_MALFORMED) _exit(1);
-    if (last_message().find("has 128") == std::string::npos) _exit(2);
-    if (c.opened != 1 || c.closed != 1 || c.open_now != 0) _exit(3);
-    _exit(0);
+    if (s != DLB_ERR_MALFORMED) child_exit(1);
+    if (last_message().find("has 128") == std::string::npos) child_exit(2);
+    if (c.opened != 1 || c.closed != 1 || c.open_now != 0) child_exit(3);
+    child_exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);
@@ -265,11 +265,11 @@ TEST_F(FakeCudaTest, ShareHandleOfFreedAllocationIsRefusedInTheChild) {
   if (pid == 0) {
     dlb_buffer* x = nullptr;
     const dlb_status s = dlb_buffer_open_shared(-1, d.description, d.size, 0, &x);
-    if (s != DLB_ERR_BACKEND) _exit(1);
+    if (s != DLB_ERR_BACKEND) child_exit(1);
     if (last_message().find("cuIpcOpenMemHandle_v2 failed with CUDA_ERROR_INVALID_HANDLE") == std::string::npos)
-      _exit(2);
-    if (x != nullptr || ipc_counts().open_now != 0) _exit(3);
-    _exit(0);
+      child_exit(2);
+    if (x != nullptr || ipc_counts().open_now != 0) child_exit(3);
+    child_exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);

@@ -251,8 +251,9 @@ TEST_F(Alloc, MoreThanMemoryHoldsIsAMemoryError) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "ASan aborts on a 2^58-byte request instead of returning NULL";
 #endif
-  // 2^58 bytes: a size that 64 bits describe, that no machine allocates.
-  std::vector<std::int64_t> shape{INT64_C(1) << 58};
+  // 2^56 bytes: within the largest address space there is (2^57), more
+  // than any machine allocates.
+  std::vector<std::int64_t> shape{INT64_C(1) << 56};
   DLTensor proto = prototype(shape, DLDataType{kDLUInt, 8, 1});
   ErrorLog log;
   DLManagedTensorVersioned* out = kUntouched;
@@ -262,6 +263,21 @@ TEST_F(Alloc, MoreThanMemoryHoldsIsAMemoryError) {
   EXPECT_FALSE(log.message.empty());
   EXPECT_EQ(out, kUntouched);
   EXPECT_EQ(dlb_last_error_code(), DLB_ERR_OUT_OF_MEMORY);
+}
+
+TEST_F(Alloc, MoreThanAnyAddressSpaceIsAValueError) {
+  // 2^58 bytes: past 2^57, no address space holds it: an overflow (numpy
+  // says ValueError for an array too big to address), nothing attempted.
+  std::vector<std::int64_t> shape{INT64_C(1) << 58};
+  DLTensor proto = prototype(shape, DLDataType{kDLUInt, 8, 1});
+  ErrorLog log;
+  DLManagedTensorVersioned* out = kUntouched;
+  EXPECT_EQ(dlb_managed_tensor_alloc(&proto, &out, &log, record_error), -1);
+  EXPECT_EQ(log.calls, 1);
+  EXPECT_EQ(log.kind, "ValueError");
+  EXPECT_NE(log.message.find("2^57"), std::string::npos) << log.message;
+  EXPECT_EQ(out, kUntouched);
+  EXPECT_EQ(dlb_last_error_code(), DLB_ERR_OVERFLOW);
 }
 
 TEST_F(Alloc, TheMessageSurvivesACallbackThatCallsTheLibrary) {

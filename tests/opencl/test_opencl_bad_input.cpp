@@ -88,8 +88,11 @@ TEST_F(OpenclBadInput, AnOffsetPastTheBuffersSize) {
   DLTensor view{mem, {kDLOpenCL, 0}, 1, f64(), shape, nullptr, 91 * sizeof(double)};
   EXPECT_EQ(dlb_opencl_buffer_wrap(be, &view, 0, nullptr, nullptr, nullptr, &b), DLB_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(MessageContains("reaches past the cl_mem's 800 bytes"));
-  // An offset far past the end, and one whose view reaches before the start.
+  // An offset far past the end (past any address space: the layout rule's
+  // overflow), one past this buffer, and one whose view reaches before the start.
   view.byte_offset = UINT64_C(1) << 62;
+  EXPECT_EQ(dlb_opencl_buffer_wrap(be, &view, 0, nullptr, nullptr, nullptr, &b), DLB_ERR_OVERFLOW);
+  view.byte_offset = UINT64_C(1) << 40;
   EXPECT_EQ(dlb_opencl_buffer_wrap(be, &view, 0, nullptr, nullptr, nullptr, &b), DLB_ERR_INVALID_ARGUMENT);
   int64_t back[1] = {-1};
   view.strides = back;

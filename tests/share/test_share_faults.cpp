@@ -384,8 +384,11 @@ TEST_F(Share, AllocationFailuresAreOutOfMemoryWithTheSystemsReason) {
     EXPECT_TRUE(MessageContains("Cannot allocate memory"));
     EXPECT_EQ(b, nullptr);
   }
-  const std::int64_t huge[] = {std::int64_t{1} << 59};  // more than the system gives
+  const std::int64_t huge[] = {std::int64_t{1} << 50};  // more than the system gives
   EXPECT_EQ(dlb_buffer_alloc_shared(cpu(), DLDataType{kDLInt, 8, 1}, 1, huge, &b), DLB_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(b, nullptr);
+  const std::int64_t impossible[] = {std::int64_t{1} << 59};  // more than any address space
+  EXPECT_EQ(dlb_buffer_alloc_shared(cpu(), DLDataType{kDLInt, 8, 1}, 1, impossible, &b), DLB_ERR_OVERFLOW);
   EXPECT_EQ(b, nullptr);
 }
 
