@@ -89,6 +89,23 @@ dlb_status import_tensor(const DLTensor& t, std::uint64_t dl_flags, const dlb_im
   return DLB_OK;
 }
 
+// A versioned tensor of another major version: only its stable prefix may
+// be read.
+dlb_status check_major(const DLManagedTensorVersioned& m) noexcept {
+  if (m.version.major == 1) return DLB_OK;
+  return set_error(DLB_ERR_VERSION,
+                   "tensor has DLPack major version %u; dlbridge reads major version 1 (call the deleter and ask the "
+                   "producer for version 1)",
+                   static_cast<unsigned>(m.version.major));
+}
+
+// A device backend reads packed sub-byte elements only.
+dlb_status refuse_padded(const char* backend, const char* remedy) noexcept {
+  return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
+                   "the %s backend takes in packed sub-byte elements only; this tensor's are padded to a byte each%s",
+                   backend, remedy);
+}
+
 // An import under DLB_IMPORT_DEVICE_BACKEND: after the same checks, memory
 // of a device a built-in backend serves goes to that backend (which then
 // owns the managed tensor in `state`), and what it refuses as not its own
@@ -102,11 +119,7 @@ __attribute__((noinline)) dlb_status import_routed(const DLTensor& t, std::uint6
     LayoutInfo info;
     std::uint64_t flags = 0;
     DLB_TRY(check_incoming(t, dl_flags, opt, &info, &flags));
-    if ((flags & DLB_BUFFER_SUBBYTE_PADDED) != 0)
-      return set_error(DLB_ERR_UNSUPPORTED_DTYPE,
-                       "the %s backend takes in packed sub-byte elements only; this tensor's are padded to a byte "
-                       "each (import it without DLB_IMPORT_DEVICE_BACKEND)",
-                       be->name);
+    if ((flags & DLB_BUFFER_SUBBYTE_PADDED) != 0) return refuse_padded(be->name, " (import it without DLB_IMPORT_DEVICE_BACKEND)");
     const bool versioned = &ops == &kImportedVersionedStorage;
     void* managed = versioned ? static_cast<void*>(state.versioned) : static_cast<void*>(state.legacy);
     const dlb_status s = be->take_in(t, flags & DLB_BUFFER_READ_ONLY, stream, versioned, managed, out);
@@ -120,11 +133,7 @@ __attribute__((always_inline)) inline dlb_status versioned_body(DLManagedTensorV
                                                                 std::int64_t stream, dlb_buffer** out) noexcept {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
-  if (m->version.major != 1)
-    return set_error(DLB_ERR_VERSION,
-                     "tensor has DLPack major version %u; dlbridge reads major version 1 (call the deleter and ask "
-                     "the producer for version 1)",
-                     static_cast<unsigned>(m->version.major));
+  DLB_TRY(check_major(*m));
   dlb_import_options opt;
   DLB_TRY(read_options(options, &opt));
   dlb_buffer* b = nullptr;
@@ -191,6 +200,13 @@ dlb_status validate(const DLTensor* t, std::uint32_t flags) noexcept {
     return set_error(DLB_ERR_MALFORMED, "tensor strides is NULL with ndim %d (DLPack 1.2 requires strides)", t->ndim);
   if ((flags & DLB_VALIDATE_CONTIGUOUS) != 0 && !info.contiguous)
     return set_error(DLB_ERR_UNSUPPORTED_LAYOUT, "tensor is not compact row-major");
+  return DLB_OK;
+}
+
+dlb_status device_import_flags(const DLManagedTensorVersioned& m, const char* backend, std::uint64_t* flags) noexcept {
+  DLB_TRY(check_major(m));
+  if ((m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0) return refuse_padded(backend, "");
+  *flags = (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
   return DLB_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "core/buffer.hpp"
 #include "core/device.hpp"
 #include "core/errors.hpp"
+#include "core/import.hpp"
 #include "core/layout.hpp"
 #include "opencl_backend.hpp"
 #include "opencl_internal.hpp"
@@ -446,10 +447,8 @@ dlb_status import_common(dlb_backend* backend, const DLTensor& t, std::uint64_t 
 dlb_status import_versioned_impl(dlb_backend* backend, DLManagedTensorVersioned* m, std::int64_t stream,
                                  dlb_buffer** out) {
   if (m == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "tensor is NULL");
-  if (m->version.major != 1)
-    return set_error(DLB_ERR_VERSION, "tensor has DLPack major version %u; dlbridge reads major version 1",
-                     static_cast<unsigned>(m->version.major));
-  const std::uint64_t flags = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? DLB_BUFFER_READ_ONLY : 0;
+  std::uint64_t flags = 0;
+  DLB_TRY(device_import_flags(*m, kOpenclDeviceBackend.name, &flags));
   return import_common(backend, m->dl_tensor, flags, stream, release_versioned, m, out);
 }
 

@@ -74,6 +74,30 @@ TEST_F(OpenclImport, TheBackendsOwnImportTakesLegacyTensorsToo) {
   clReleaseMemObject(mem);
 }
 
+TEST_F(OpenclImport, PaddedSubByteElementsAreRefusedByEveryImportAndStayTheProducers) {
+  const std::vector<unsigned char> values(8, 1);
+  cl_mem mem = make_mem(cl().context, values.size(), values.data());
+  const cl_uint refs = refcount(mem);
+  {
+    ClProducer p(mem, {8}, {}, 0);
+    p.versioned.dl_tensor.dtype = DLDataType{kDLInt, 4, 1};  // int4, one element a byte
+    p.versioned.flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    dlb_backend* be = nullptr;
+    ASSERT_EQ(dlb_opencl_backend_from_queue(cl().context, cl().queue, &be), DLB_OK);
+    dlb_buffer* b = nullptr;
+    EXPECT_EQ(dlb_opencl_import_versioned(be, &p.versioned, 0, &b), DLB_ERR_UNSUPPORTED_DTYPE);
+    EXPECT_TRUE(MessageContains("the OpenCL backend takes in packed sub-byte elements only"));
+    dlb_backend_release(be);
+    dlb_import_options io = routed();
+    EXPECT_EQ(dlb_import_versioned(&p.versioned, &io, &b), DLB_ERR_UNSUPPORTED_DTYPE);
+    EXPECT_TRUE(MessageContains("import it without DLB_IMPORT_DEVICE_BACKEND"));
+    EXPECT_EQ(b, nullptr);
+    EXPECT_EQ(p.deleter_calls, 0);  // still the producer's
+  }
+  EXPECT_EQ(refcount(mem), refs);
+  clReleaseMemObject(mem);
+}
+
 TEST_F(OpenclImport, WithoutTheFlagATensorComesInPlainAndCannotBeCopied) {
   cl_mem mem = make_mem(cl().context, 64);
   {
