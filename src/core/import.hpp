@@ -18,7 +18,7 @@ dlb_status import_legacy_on_stream(DLManagedTensor* m, const dlb_import_options*
 dlb_status validate(const DLTensor* t, std::uint32_t flags) noexcept;
 
 // The header rule of a versioned tensor a device backend takes in through
-// its own import call (dlb_cuda_import_versioned, ...): DLB_ERR_VERSION
+// its own import call (dlb_<backend>_import_versioned): DLB_ERR_VERSION
 // unless major version 1; DLB_ERR_UNSUPPORTED_DTYPE for padded sub-byte
 // elements, which device backends do not read (`backend` names it in the
 // message); else DLB_OK with DLB_BUFFER_READ_ONLY or 0 in *flags.
