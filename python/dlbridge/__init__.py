@@ -51,6 +51,7 @@ __all__ = [
     "share_recv",
     "share_send",
     "shared_mappings",
+    "withdraw_tickets",
 ]
 
 __version__: str = _glue.version
