@@ -116,7 +116,7 @@ def shared_mappings() -> int:
 def withdraw_tickets() -> int:
     """Takes back every ticket this process issued that no receiver has
     opened yet (``dlb_share_ticket_withdraw``): their memory files are
-    closed here, and unpickling them gives an :class:`Unreceived`. For
+    closed here, and unpickling them gives a ``dlbridge._share.Unreceived``. For
     instance after ``Pool.terminate()``, whose unstarted tasks' tickets
     would otherwise stay until this process exits, or until it holds half
     its file descriptor limit in them (then the oldest go). Returns how

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stage: line and branch coverage per subsystem (src/core, src/copy,
-# src/share, src/cuda, the Python extension's C, the Python package),
+# src/share, src/cuda, src/opencl, the device registry, the Python
+# extension's C, the Python package),
 # failing below the floors of docs/reliability-figures.json. No build or
 # run of its own for the C and C++: scripts/test builds its plain build
 # with -Db_coverage=true, so the build's counters already hold the meson
