@@ -9,6 +9,8 @@
  *   _capsule.c  DLPack capsules out (export) and in (import), deleter shims
  *   _consumer.c dlbridge.from_dlpack: protocol negotiation, legacy producers,
  *               the host-copy cure for a producer's refusal
+ *   _cure.c     the refusal rule: which producer exceptions the cure
+ *               answers, and the state DLPack cannot carry (torch's bits)
  *   _buffer.c   the Python buffer protocol (from_buffer), 3.11 limited API
  *   _exchange.c the DLPack 1.3 C exchange table, both directions
  *   _share.c    sharing with other processes (dlbridge._share)
