@@ -33,7 +33,9 @@ py=$env_dir/bin/python
 echo "== 39-opencl: $(clinfo -l 2>/dev/null | tr -s ' ' | paste -sd ' ')"
 echo "== 39-opencl: pytest tests/opencl/python ($py, package: $pkg)"
 PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 POCL_CACHE_DIR=${TMPDIR:-/tmp}/dlbridge-pocl-cache \
-  "$py" -m pytest -q -p no:cacheprovider tests/opencl/python
+  "$py" -m pytest -q -p no:cacheprovider tests/opencl/python | tee "${TMPDIR:-/tmp}/dlbridge-opencl-pytest.log"
+counts=$(tail -n 1 "${TMPDIR:-/tmp}/dlbridge-opencl-pytest.log" | sed 's/ in [0-9.]*s.*//')
+rm -f "${TMPDIR:-/tmp}/dlbridge-opencl-pytest.log"
 
 # first_block FILE LANG: the first fenced block of FILE opened with ```LANG.
 first_block() {
@@ -56,4 +58,4 @@ diff -u "$tmp/expected.txt" "$tmp/out.txt" || { echo "39-opencl: docs/opencl.md'
 echo "== 39-opencl: docs/opencl.md's Python example"
 first_block docs/opencl.md python > "$tmp/example.py"
 PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 "$py" "$tmp/example.py"
-echo "39-opencl: passed"
+echo "39-opencl: PyOpenCL suite $counts on $(clinfo -l 2>/dev/null | sed -n 's/.*Device #0: //p' | cut -d- -f1-2); docs/opencl.md's C and Python examples ran"
