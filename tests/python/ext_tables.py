@@ -73,12 +73,18 @@ class HandMade:
         return ct.pointer(self.managed)
 
 
+FAIL = "fail"  # what `give` returns for a from_py that fails (-1) without an exception
+
+
 def producer_type(give, stream=None, **methods):
     """A producer type whose table's from_py gives what `give(obj)` returns
-    (a HandMade, or None for no tensor); `stream`: its current_work_stream."""
+    (a HandMade, None for no tensor, FAIL); `stream`: its
+    current_work_stream (None: one that says NULL; False: no function)."""
 
     def from_py(obj, out):
         made = give(obj)
+        if made is FAIL:
+            return -1
         out[0] = made.pointer() if made is not None else MANAGED_P()
         return 0
 
@@ -89,7 +95,8 @@ def producer_type(give, stream=None, **methods):
     table = Table()
     table.version = DLPackVersion(1, 3)
     table.from_py = FROM_PY(from_py)
-    table.stream = STREAM(stream or no_stream)
+    if stream is not False:
+        table.stream = STREAM(stream or no_stream)
     capsule = _capsule_new(ct.addressof(table), b"dlpack_exchange_api", None)
     attrs = {"__dlpack_c_exchange_api__": capsule, "_table": table}
     attrs.update(methods)

@@ -11,7 +11,7 @@ import struct
 import pytest
 
 import dlbridge
-from ext_tables import KDLCOMPLEX, HandMade, producer_type
+from ext_tables import FAIL, KDLCOMPLEX, HandMade, producer_type
 
 
 def values_of(t):
@@ -105,3 +105,74 @@ def test_a_bit_query_that_runs_out_of_memory_frees_the_tensor():
     with pytest.raises(MemoryError, match="no room to ask"):
         dlbridge.from_dlpack(cls())
     assert made.freed == 1
+
+
+def test_a_table_that_fails_without_an_exception():
+    """Refused without a word: a BufferError says so; with no __dlpack__ to
+    ask instead, that is the answer."""
+    cls = producer_type(lambda obj: FAIL)
+    with pytest.raises(BufferError, match="managed_tensor_from_py_object_no_sync failed without an exception"):
+        dlbridge.from_dlpack(cls())
+
+
+class TableLookupFails(type):
+    """A metaclass whose classes' table attribute raises what is not an
+    AttributeError (the current name, or only the earlier one)."""
+
+    only_old = False
+
+    @property
+    def __dlpack_c_exchange_api__(cls):
+        if cls.only_old:
+            raise AttributeError("no current table")
+        raise RuntimeError("the table cannot be read")
+
+    @property
+    def __c_dlpack_exchange_api__(cls):
+        raise RuntimeError("the earlier table cannot be read")
+
+
+def test_a_table_lookup_that_raises_is_the_answer():
+    cls = TableLookupFails("Producer", (), {"__dlpack__": lambda self, **kw: None})
+    with pytest.raises(RuntimeError, match="the table cannot be read"):
+        dlbridge.from_dlpack(cls())
+    old = TableLookupFails("OldProducer", (), {"only_old": True, "__dlpack__": lambda self, **kw: None})
+    with pytest.raises(RuntimeError, match="the earlier table cannot be read"):
+        dlbridge.from_dlpack(old())
+
+
+def test_a_real_tensor_asks_no_conjugate_bit():
+    """is_conj() alone cannot change a real value: nothing is asked, and the
+    table's tensor comes in as it is."""
+    made = HandMade((2.0, 3.0))
+    asked = []
+
+    def is_conj(self):
+        asked.append("is_conj")
+        return True
+
+    t = dlbridge.from_dlpack(producer_type(lambda obj: made, is_conj=is_conj)())
+    assert asked == [] and not t.copied and values_of(t) == (2.0, 3.0)
+
+
+def test_a_resolution_with_a_table_of_its_own_is_not_asked_again():
+    """resolve_neg() gives an object of a table type that has the queries
+    too: its tensor is the resolution (a copy), asked once afterwards."""
+    made = HandMade((1.0, -2.0))
+    resolution = HandMade((-1.0, 2.0))
+    asked = []
+
+    def query(name, answer):
+        def ask(self):
+            asked.append((name, answer))
+            return answer
+        return ask
+
+    resolved_type = producer_type(lambda obj: resolution, is_neg=query("resolved.is_neg", False))
+    cls = producer_type(lambda obj: made, is_neg=query("is_neg", True), resolve_neg=lambda self: resolved_type())
+    t = dlbridge.from_dlpack(cls())
+    assert t.copied and values_of(t) == (-1.0, 2.0)
+    assert asked == [("is_neg", True), ("resolved.is_neg", False)]
+    assert made.freed == 1
+    del t
+    assert resolution.freed == 1

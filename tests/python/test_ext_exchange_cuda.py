@@ -70,3 +70,29 @@ def test_host_memory_is_not_asked_for_a_stream():
     made = HandMade((4.0,))
     t = dlbridge.from_dlpack(producer_type(lambda obj: made, current)())
     assert asked == [] and t.stream is None and t.data_ptr == ct.addressof(made.memory)
+
+
+def test_a_table_without_current_work_stream_leaves_the_default_stream(device_memory):
+    t = dlbridge.from_dlpack(producer_type(lambda obj: device_memory, stream=False)())
+    assert t.device == (KDLCUDA, 0) and t.stream == 1  # the legacy default stream
+    del t
+    assert device_memory.freed == 1
+
+
+_get_pointer = ct.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ct.c_void_p
+_get_pointer.argtypes = [ct.py_object, ct.c_char_p]
+VIEW = ct.PYFUNCTYPE(ct.c_int, ct.py_object, ct.c_void_p)
+
+
+def test_dlbridges_table_lends_no_view_of_backend_memory(device_memory):
+    """dltensor_from_py_object_no_sync of a tensor held by the CUDA backend:
+    refused (a DLTensor view would name no host address to read)."""
+    t = dlbridge.from_dlpack(producer_type(lambda obj: device_memory)())
+    table = _get_pointer(dlbridge.Tensor.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    view = VIEW((ct.c_void_p * 7).from_address(table)[5])
+    out = (ct.c_byte * 48)()
+    with pytest.raises(BufferError, match="lives on a backend without a view to lend"):
+        view(t, ct.addressof(out))
+    del t
+    assert device_memory.freed == 1
