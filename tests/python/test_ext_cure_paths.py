@@ -307,3 +307,157 @@ def test_bit_queries_answered_with_other_truths_and_failures():
 
     with pytest.raises(MemoryError, match="no room to ask"):
         dlbridge.from_dlpack(Exhausted([1j], None))
+
+
+# -- messages and steps at their edges --------------------------------------------
+
+
+class Refuses:
+    """Refuses its export with `error`; a host copy from `array`."""
+
+    def __init__(self, shape=(3,), dtype="float32", error=None, array=None, interface=None):
+        self.shape = shape
+        self.dtype = dtype
+        self._error = error or BufferError(REFUSAL)
+        self._array = array
+        if interface is not None:
+            self.__array_interface__ = interface
+
+    def __dlpack__(self, **kwargs):
+        raise self._error
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __array__(self, dtype=None):
+        if self._array is None:
+            raise BufferError("no host array")
+        return self._array()
+
+
+def test_a_refusal_message_loses_its_trailing_blanks():
+    p = Refuses(error=BufferError("cannot export this \n \n"), array=lambda: np.zeros(3, np.float32))
+    t = dlbridge.from_dlpack(p, copy=True)
+    assert t.copied
+    text = refused(Refuses(error=BufferError("cannot export this \n \n")), "DLB_ERR_BACKEND")
+    assert "raised BufferError: cannot export this;" in text
+
+
+def test_a_two_dimensional_contradiction_is_described():
+    p = Refuses(shape=(2, 3), array=lambda: np.zeros((3, 2), np.float32))
+    refused(p, "DLB_ERR_MALFORMED", "float32 of shape (3, 2), where it says float32 of shape (2, 3)")
+
+
+def test_a_dtype_without_a_name_or_a_string():
+    class Unprintable:
+        def __str__(self):
+            raise ValueError("no words for it")
+
+    refused(Refuses(dtype=Unprintable()), "DLB_ERR_UNSUPPORTED_DTYPE", "its dtype (unnamed) has no DLPack equivalent")
+
+
+class Elements:
+    """An array the buffer protocol cannot read (no buffer of its own), with
+    a dtype name and itemsize, and view() giving `view`."""
+
+    class DType:
+        def __init__(self, name, itemsize):
+            self.name = name
+            self.itemsize = itemsize
+
+    def __init__(self, name, itemsize, view):
+        self.dtype = self.DType(name, itemsize)
+        self._view = view
+
+    def view(self, as_type):
+        return self._view
+
+
+def test_element_bytes_of_other_widths_or_no_buffer():
+    refused(Refuses(dtype="float16", array=lambda: Elements("float32", 4, None)), "DLB_ERR_BACKEND",
+            "__array__(): BufferError: the buffer protocol cannot read it, and its dtype is not the producer's")
+    refused(Refuses(dtype="complex128", array=lambda: Elements("complex128", 16, None)), "DLB_ERR_BACKEND",
+            "its elements are 16 bytes, not 128 bits")
+    refused(Refuses(dtype="bfloat16", array=lambda: Elements("bfloat16", 2, ["not", "a", "buffer"])),
+            "DLB_ERR_BACKEND", "__array__(): ")
+
+
+def interface_of(values, **changes):
+    face = dict(values.__array_interface__)
+    face.update(changes)
+    return face
+
+
+def test_interfaces_that_are_not_dicts_or_say_too_much():
+    keep = np.arange(3, dtype=np.float32)
+    for face, words in [([("data", (0, False))], "not a version 3 __array_interface__ with a data tuple"),
+                        (interface_of(keep, data=(keep.ctypes.data, False, 0)), "not a version 3"),
+                        (interface_of(keep, typestr="^f4"), "typestr '^f4' names no DLPack dtype"),
+                        (interface_of(keep, typestr="<f+4"), "typestr '<f+4' names no DLPack dtype"),
+                        (interface_of(keep, strides=[4]), "its strides are not a tuple of 1 ints"),
+                        (interface_of(keep, strides=("a",)), "its shape, strides or data address are not ints"),
+                        (interface_of(keep, shape=(-3,)), "__array_interface__: dlbridge.Error: DLB_ERR_")]:
+        refused(Refuses(interface=face), "DLB_ERR_BACKEND", "__array_interface__", words)
+
+
+def test_zero_dimensional_interfaces():
+    keep = np.array(2.5, dtype=np.float64)
+    for face in (interface_of(keep), interface_of(keep, strides=())):
+        t = dlbridge.from_dlpack(Refuses(shape=(), dtype="float64", interface=face))
+        assert t.shape == () and np.from_dlpack(t).tolist() == 2.5
+
+
+def test_a_c_method_refusing_without_a_traceback():
+    """str.format raising KeyError from C: an exception without a
+    traceback, cured as any other."""
+    p = Refuses(array=lambda: np.ones(3, np.float32))
+    p.__dlpack__ = "{missing}".format
+    t = dlbridge.from_dlpack(p)
+    assert t.copied and np.from_dlpack(t).tolist() == [1.0, 1.0, 1.0]
+    q = Refuses()
+    q.__dlpack__ = "{missing}".format
+    refused(q, "DLB_ERR_BACKEND", "raised KeyError: 'missing'", cause=KeyError)
+
+
+def test_an_array_without_a_shape_of_its_own():
+    class Listish:
+        def __dlpack__(self, **kwargs):
+            raise BufferError(REFUSAL)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __array__(self, dtype=None):
+            return [1.0, 2.0]  # no shape, no dtype
+
+    refused(Listish(), "DLB_ERR_UNSUPPORTED_LAYOUT", "it has no shape attribute")
+
+
+def test_objects_without_dlpack_that_are_not_key_arrays():
+    class DtypeOnly:
+        dtype = "key<fry>"
+
+    class Supported:
+        shape = (2,)
+        dtype = "float32"
+
+    for obj in (DtypeOnly(), Supported()):
+        with pytest.raises(AttributeError, match="does not implement the DLPack protocol"):
+            dlbridge.from_dlpack(obj)
+
+    class KeyArray:
+        shape = (2,)
+        dtype = "key<fry>"
+
+        def __array__(self, dtype=None):
+            return [0, 0]
+
+    with pytest.raises(dlbridge.RefusalError) as info:
+        dlbridge.from_dlpack(KeyArray())
+    assert info.value.status_name == "DLB_ERR_UNSUPPORTED_DTYPE" and info.value.__cause__ is None
+    assert str(info.value).endswith("KeyArray has no __dlpack__, and its dtype key<fry> has no DLPack equivalent")
+
+
+def test_a_declared_type_that_cannot_be_encoded():
+    p = Declares(np.zeros(2, dtype=np.float32), type="\udcff")
+    refused(p, "DLB_ERR_UNSUPPORTED_DTYPE", "its type is '', which names no dtype dlbridge knows")
