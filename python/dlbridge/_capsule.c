@@ -135,7 +135,7 @@ static int import_versioned(PyObject* capsule, int64_t stream, uint64_t dl_flags
   *shim = *original;
   shim->flags |= dl_flags;
   shim->manager_ctx = original;
-  shim->deleter = original->deleter != NULL ? shim_deleter_versioned : NULL;
+  shim->deleter = shim_deleter_versioned; /* frees the shim even when the producer's tensor has no deleter */
   if (take_in(shim, 1, stream, &buffer) != DLB_OK) {
     free(shim); /* the capsule still owns `original` */
     return -1;
@@ -169,7 +169,7 @@ static int import_legacy(PyObject* capsule, int64_t stream, dlb_buffer** out) {
   }  /* GCOVR_EXCL_STOP */
   shim->dl_tensor = original->dl_tensor;
   shim->manager_ctx = original;
-  shim->deleter = original->deleter != NULL ? shim_deleter_legacy : NULL;
+  shim->deleter = shim_deleter_legacy; /* as above */
   if (take_in(shim, 0, stream, &buffer) != DLB_OK) {
     free(shim);
     return -1;
