@@ -662,6 +662,16 @@ static dlb_status check_declared(PyObject* obj, const cure_storage* st, char* wh
   if (open != NULL && close != NULL && close > open && close[1] == '\0') {
     *close = '\0';
     inner = open + 1;
+    /* ONNX's element type names ("tensor(float)") where they are not
+     * dlbridge's: float is 32 bits there, and float8 kinds have no '_'. */
+    static const char* const onnx[][2] = {
+        {"float", "float32"},           {"double", "float64"},
+        {"float8e4m3fn", "float8_e4m3fn"}, {"float8e4m3fnuz", "float8_e4m3fnuz"},
+        {"float8e5m2", "float8_e5m2"},   {"float8e5m2fnuz", "float8_e5m2fnuz"},
+    };
+    if (strncmp(name, "tensor(", 7) == 0)
+      for (size_t i = 0; i < sizeof onnx / sizeof onnx[0]; ++i)
+        if (strcmp(inner, onnx[i][0]) == 0) inner = onnx[i][1];
   }
   char gave[64];
   if (dlb_dtype_name(st->layout.dtype, gave, sizeof gave) != DLB_OK) snprintf(gave, sizeof gave, "(unnamed)");

@@ -287,6 +287,13 @@ def test_a_dtype_the_producer_declares_otherwise_is_refused_not_relabelled():
     assert t.copied and same(raw_values(t), [True, False, True])
     t = dlbridge.from_dlpack(Declaring(np.arange(3.0), data_type=lambda: "tensor(double)"))
     assert same(raw_values(t), np.arange(3.0))
+    # ONNX's "float" is float32 (numpy's and dlbridge's "float" is float64).
+    t = dlbridge.from_dlpack(Declaring(np.arange(3, dtype=np.float32), data_type=lambda: "tensor(float)"))
+    assert t.dtype == "float32" and same(raw_values(t), np.arange(3, dtype=np.float32))
+    with pytest.raises(dlbridge.RefusalError, match=r"'tensor\(float\)' \(float32\), but its __array__\(\) gave float64"):
+        dlbridge.from_dlpack(Declaring(np.arange(3.0), data_type=lambda: "tensor(float)"))
+    with pytest.raises(dlbridge.RefusalError, match=r"'tensor\(float8e5m2\)' \(float8_e5m2\), but"):
+        dlbridge.from_dlpack(Declaring(np.arange(3, dtype=np.uint8), data_type=lambda: "tensor(float8e5m2)"))
     # Declaring nothing: __array__()'s word stands.
     x = np.arange(4, dtype=np.int16)
     assert same(raw_values(dlbridge.from_dlpack(Declaring(x))), x)
