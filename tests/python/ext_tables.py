@@ -4,22 +4,7 @@ of another producer's table (test_ext_exchange_*.py)."""
 
 import ctypes as ct
 
-
-class DLDevice(ct.Structure):
-    _fields_ = [("device_type", ct.c_int32), ("device_id", ct.c_int32)]
-
-
-class DLDataType(ct.Structure):
-    _fields_ = [("code", ct.c_uint8), ("bits", ct.c_uint8), ("lanes", ct.c_uint16)]
-
-
-class DLTensor(ct.Structure):
-    _fields_ = [("data", ct.c_void_p), ("device", DLDevice), ("ndim", ct.c_int32), ("dtype", DLDataType),
-                ("shape", ct.POINTER(ct.c_int64)), ("strides", ct.POINTER(ct.c_int64)), ("byte_offset", ct.c_uint64)]
-
-
-class DLPackVersion(ct.Structure):
-    _fields_ = [("major", ct.c_uint32), ("minor", ct.c_uint32)]
+from dlbridge._ctypes_decls import DLDataType, DLDevice, DLPackVersion, DLTensor
 
 
 class Managed(ct.Structure):

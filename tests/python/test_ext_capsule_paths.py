@@ -9,7 +9,8 @@ import struct
 import pytest
 
 import dlbridge
-from ext_tables import DELETER, DLDataType, DLDevice, DLPackVersion, DLTensor, Managed
+from dlbridge._ctypes_decls import DLDataType, DLDevice, DLPackVersion, DLTensor
+from ext_tables import DELETER, Managed
 
 _capsule_new = ct.pythonapi.PyCapsule_New
 _capsule_new.restype = ct.py_object

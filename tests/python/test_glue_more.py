@@ -11,6 +11,7 @@ import pytest
 
 import dlbridge
 from dlbridge import _glue
+from dlbridge._ctypes_decls import DLDataType, DLDevice, DLPackVersion, DLTensor
 
 np = pytest.importorskip("numpy")
 
@@ -107,26 +108,12 @@ def test_buffers_whose_strides_are_not_whole_elements_or_formats_dlpack_lacks():
                 dlbridge.from_buffer(np.zeros(2, dtype=dtype))
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("byte_offset", ctypes.c_uint64)]
-
-
 class DLManagedTensorVersioned(ctypes.Structure):
     pass
 
 
 Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
-DLManagedTensorVersioned._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion),
                                      ("manager_ctx", ctypes.c_void_p), ("deleter", Deleter),
                                      ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
@@ -140,9 +127,9 @@ def test_a_capsule_of_another_major_version_is_refused_and_keeps_its_tensor():
     deleter = Deleter(lambda m: deleted.append(1))
     shape = (ctypes.c_int64 * 1)(2)
     data = (ctypes.c_float * 2)(1, 2)
-    m = DLManagedTensorVersioned(2, 0, None, deleter, 0,
+    m = DLManagedTensorVersioned(DLPackVersion(2, 0), None, deleter, 0,
                                  DLTensor(ctypes.addressof(data), DLDevice(1, 0), 1, DLDataType(2, 32, 1),
-                                          ctypes.addressof(shape), None, 0))
+                                          shape, None, 0))
 
     class Producer:
         def __dlpack__(self, **kwargs):

@@ -16,24 +16,13 @@ import textwrap
 import pytest
 
 import dlbridge
+from dlbridge._ctypes_decls import DLDataType, DLDevice, DLPackVersion, DLTensor
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", c_int64_p), ("strides", c_int64_p),
-                ("byte_offset", ctypes.c_uint64)]
-
-
+# The package's managed structs hold their deleters as addresses; these name
+# the callback types, so that ctypes keeps the callbacks they are set to.
 class DLManagedTensor(ctypes.Structure):
     pass
 
@@ -41,10 +30,6 @@ class DLManagedTensor(ctypes.Structure):
 LegacyDeleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
                             ("deleter", LegacyDeleter)]
-
-
-class DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
