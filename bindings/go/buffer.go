@@ -264,6 +264,27 @@ func (b *Buffer) Info() (Info, error) {
 	return info, nil
 }
 
+// elementsOf is what the library says of b's elements (dlbgo_host_elements),
+// refused unless they are T's dtype.
+func elementsOf[T Element](b *Buffer) (*C.dlb_buffer, C.dlbgo_elements, error) {
+	var e C.dlbgo_elements
+	p, err := b.handle()
+	if err != nil {
+		return nil, e, err
+	}
+	want, err := dtypeOf[T]()
+	if err != nil {
+		return nil, e, err
+	}
+	if err := call(func() C.dlb_status { return C.dlbgo_host_elements(p, &e) }); err != nil {
+		return nil, e, err
+	}
+	if e.dtype != want {
+		return nil, e, newError(ErrUnsupportedDtype, "the buffer holds %s, not %s", dtypeName(e.dtype), dtypeName(want))
+	}
+	return p, e, nil
+}
+
 // Slice is the buffer's elements without a copy. It is valid while the
 // Buffer is open: keep the Buffer reachable (defer b.Close()) while the
 // slice is used. Refused: another dtype (ErrUnsupportedDtype), memory the
@@ -271,21 +292,11 @@ func (b *Buffer) Info() (Info, error) {
 // row-major (ErrUnsupportedLayout; Copy reads any layout), a read-only
 // buffer (ErrReadOnly; Copy reads it), and what the library refuses.
 func Slice[T Element](b *Buffer) ([]T, error) {
-	p, err := b.handle()
+	_, e, err := elementsOf[T](b)
 	if err != nil {
-		return nil, err
-	}
-	want, err := dtypeOf[T]()
-	if err != nil {
-		return nil, err
-	}
-	var e C.dlbgo_elements
-	if err := call(func() C.dlb_status { return C.dlbgo_host_elements(p, &e) }); err != nil {
 		return nil, err
 	}
 	switch {
-	case e.dtype != want:
-		return nil, newError(ErrUnsupportedDtype, "the buffer holds %s, not %s", dtypeName(e.dtype), dtypeName(want))
 	case e.host_readable == 0:
 		return nil, newError(ErrUnsupportedDevice, "the buffer's memory is not readable by the CPU")
 	case e.contiguous == 0:
@@ -301,20 +312,9 @@ func Slice[T Element](b *Buffer) ([]T, error) {
 // Copy is the buffer's elements, copied into a new compact row-major
 // slice whatever the layout, read-only buffers included.
 func Copy[T Element](b *Buffer) ([]T, error) {
-	p, err := b.handle()
+	p, e, err := elementsOf[T](b)
 	if err != nil {
 		return nil, err
-	}
-	want, err := dtypeOf[T]()
-	if err != nil {
-		return nil, err
-	}
-	var e C.dlbgo_elements
-	if err := call(func() C.dlb_status { return C.dlbgo_host_elements(p, &e) }); err != nil {
-		return nil, err
-	}
-	if e.dtype != want {
-		return nil, newError(ErrUnsupportedDtype, "the buffer holds %s, not %s", dtypeName(e.dtype), dtypeName(want))
 	}
 	out := make([]T, int(e.numel))
 	size := C.uint64_t(uintptr(len(out)) * unsafe.Sizeof(*new(T)))
