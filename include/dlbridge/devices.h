@@ -85,8 +85,8 @@ DLB_API dlb_status dlb_copy_to_contiguous(const DLTensor* src, void* dst, uint64
 /**
  * dlb_copy_to_contiguous() with flags saying how the source's bytes are to
  * be read: DLB_COPY_FLAG_SWAP_BYTES, DLB_COPY_FLAG_SUBBYTE_PADDED. A
- * byte-swapping copy costs about as much as a plain one (the swap runs on
- * each part of the destination while it is in the cache).
+ * byte-swapping copy costs about as much as a plain one (the copy kernels
+ * swap the bytes as they move them).
  * @param src a valid tensor on a host device; read only.
  * @param dst caller-owned, `dst_size` bytes, at least the tensor's compact
  *        byte size (one byte per element when padded); may be NULL only

@@ -432,8 +432,9 @@ DLB_API dlb_status dlb_share_ticket_withdraw(const void* ticket, size_t size, in
  * about to exit whose receivers may not have opened what it sent yet (its
  * files go when it exits).
  * @param timeout_ms the longest wait; 0 or less: none.
- * @return the number of unopened tickets still held (0: all were taken).
- * Thread-safe.
+ * @return the number of unopened tickets still held (0: all were taken);
+ *         the tickets stay this process's either way (withdraw them with
+ *         dlb_share_ticket_withdraw()). Thread-safe.
  */
 DLB_API int64_t dlb_share_ticket_wait(int64_t timeout_ms);
 
