@@ -10,33 +10,17 @@ values (np.asarray of a resolved copy). Runs with numpy 1.24 and torch 1.13
 own cases are in test_peers_values.py)."""
 
 import copy
-import ctypes
 import io
 import pickle
 
 import pytest
 
 import dlbridge
+from raw_memory import raw_values
 
 np = pytest.importorskip("numpy")
 
 REFUSAL = "no DLPack export of this one"
-
-
-def raw_values(t, dtype=None):
-    """The elements of `t` read from its memory at data_ptr, by its shape and
-    strides, as a numpy array of `dtype` (t.dtype by default) that owns a
-    copy of them."""
-    dt = np.dtype(dtype if dtype is not None else t.dtype)
-    shape, strides = t.shape, t.strides
-    if 0 in shape:
-        return np.empty(shape, dt)
-    lo = sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-    hi = sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
-    memory = (ctypes.c_char * ((hi - lo + 1) * dt.itemsize)).from_address(t.data_ptr + lo * dt.itemsize)
-    base = np.frombuffer(memory, dtype=dt)[-lo:]
-    view = np.lib.stride_tricks.as_strided(base, shape, [s * dt.itemsize for s in strides])
-    return np.array(view)
 
 
 def same(got, want):
