@@ -202,6 +202,58 @@ DLB_API int64_t dlb_buffer_refcount(const dlb_buffer* buffer);
  *         DLB_ERR_BACKEND; DLB_ERR_OUT_OF_MEMORY.
  */
 DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out);
+
+/** dlb_buffer_host_view() access: the caller only reads the elements. */
+#define DLB_HOST_VIEW_READ 0u
+/** dlb_buffer_host_view() access: the caller also writes the elements. */
+#define DLB_HOST_VIEW_WRITE 1u
+
+/** What dlb_buffer_host_view() says of a buffer's elements. */
+typedef struct dlb_host_view {
+  /** Set by the caller: sizeof(dlb_host_view) as the caller compiled it. */
+  size_t struct_size;
+  /**
+   * The first element (the tensor's data plus its byte_offset); NULL only
+   * when nbytes is 0.
+   */
+  void* data;
+  /** Bytes of the compact elements (sub-byte types as the buffer packs them). */
+  uint64_t nbytes;
+  /** Number of elements (1 for a 0-d tensor, 0 for an empty one). */
+  uint64_t numel;
+  /** The element type. */
+  DLDataType dtype;
+  /** 1 when the caller may write the elements, 0 when they are read-only. */
+  int32_t writable;
+} dlb_host_view;
+
+/**
+ * The one rule of the library for reaching a buffer's elements from the
+ * CPU without a copy, asked by every binding (the C++ data<T>(), Go's
+ * Slice, Java's and Node's views, Python, Rust) so that all of them decide
+ * alike, with the library's message.
+ *
+ * A view is given for a compact row-major buffer whose memory the CPU can
+ * read (dlb_device_type_info(): DLB_DEVICE_HOST_READABLE) and that is not
+ * a backend's storage. Refused, with the thread's error message saying
+ * why and what to call instead: a deleted buffer (DLB_ERR_DELETED); a
+ * backend's storage, reached only by an export or dlb_buffer_to_host()
+ * (DLB_ERR_NOT_ZERO_COPY); memory of a device the CPU cannot read
+ * (DLB_ERR_UNSUPPORTED_DEVICE); a strided layout (DLB_ERR_UNSUPPORTED_LAYOUT:
+ * dlb_copy_to_contiguous() reads any); DLB_HOST_VIEW_WRITE of a read-only
+ * buffer (DLB_ERR_READ_ONLY); NULL data with elements to show
+ * (DLB_ERR_MALFORMED).
+ * @param buffer the buffer; the caller keeps its reference. The view is
+ *        valid while the caller holds a reference (and the buffer is not
+ *        deleted): it lends the buffer's memory and owns nothing.
+ * @param access DLB_HOST_VIEW_READ or DLB_HOST_VIEW_WRITE.
+ * @param out caller storage with `struct_size` set; written only on
+ *        success.
+ * @return DLB_OK or a status above; DLB_ERR_INVALID_ARGUMENT (NULL
+ *         argument, unknown access bits, a struct_size smaller than the
+ *         first release's). Thread-safe.
+ */
+DLB_API dlb_status dlb_buffer_host_view(const dlb_buffer* buffer, uint32_t access, dlb_host_view* out);
 /** @} */
 
 /* ------------------------------------------------------------------------ */

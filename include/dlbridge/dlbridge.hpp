@@ -140,11 +140,20 @@ inline Result<std::string> try_dtype_name(DLDataType dtype) {
 }
 inline std::string dtype_name(DLDataType dtype) { return try_dtype_name(dtype).value(); }
 
-/** The dtype of a C++ element type (arithmetic types and bool). */
+/**
+ * Whether T is an element type dtype_of<T>() names: bool, the integer types
+ * and float and double. long double is not (its width differs between
+ * ABIs, and the library takes no float of its size).
+ */
+template <class T>
+inline constexpr bool is_element_v =
+    std::is_arithmetic_v<std::remove_cv_t<T>> && !std::is_same_v<std::remove_cv_t<T>, long double>;
+
+/** The dtype of a C++ element type (is_element_v<T>: arithmetic types but long double). */
 template <class T>
 constexpr DLDataType dtype_of() {
   using U = std::remove_cv_t<T>;
-  static_assert(std::is_arithmetic_v<U>, "dtype_of<T>: T must be an arithmetic type");
+  static_assert(is_element_v<U>, "dtype_of<T>: T must be bool, an integer type, float or double");
   constexpr uint8_t code = std::is_same_v<U, bool> ? uint8_t{kDLBool}
                            : std::is_floating_point_v<U> ? uint8_t{kDLFloat}
                            : std::is_signed_v<U> ? uint8_t{kDLInt}
@@ -410,33 +419,28 @@ class Buffer {
     delete f;
   }
 
+  // The library's host view (dlb_buffer_host_view decides what may be
+  // viewed); only the element type is checked here, against T. Never
+  // throws (but std::bad_alloc): a dtype without a name is shown by its fields.
   template <class T>
   Result<T*> host_elements(size_t* count) const {
-    Result<DLTensor> t = try_dltensor();
-    if (!t.ok()) return t.status();
+    dlb_host_view v{};
+    v.struct_size = sizeof v;
+    Status s = check(dlb_buffer_host_view(p_, std::is_const_v<T> ? DLB_HOST_VIEW_READ : DLB_HOST_VIEW_WRITE, &v));
+    if (!s.ok()) return s;
     constexpr DLDataType want = dtype_of<T>();
-    if (t->dtype.code != want.code || t->dtype.bits != want.bits || t->dtype.lanes != want.lanes) {
-      return Status(DLB_ERR_UNSUPPORTED_DTYPE, "the buffer holds " + try_dtype_name(t->dtype).value() +
-                                                   ", not " + try_dtype_name(want).value());
+    if (v.dtype.code != want.code || v.dtype.bits != want.bits || v.dtype.lanes != want.lanes) {
+      return Status(DLB_ERR_UNSUPPORTED_DTYPE, "the buffer holds " + name_of(v.dtype) + ", not " + name_of(want));
     }
-    dlb_device_info dev{};
-    dev.struct_size = sizeof dev;
-    Status s = check(dlb_device_type_info(t->device.device_type, &dev));
-    if (!s.ok()) return s;
-    if (!(dev.flags & DLB_DEVICE_HOST_READABLE)) {
-      return Status(DLB_ERR_UNSUPPORTED_DEVICE, std::string("the buffer's memory is on ") + dev.name +
-                                                    ", which the CPU cannot read (to_host() copies it)");
-    }
-    dlb_layout_info info{};
-    info.struct_size = sizeof info;
-    s = check(dlb_layout_describe(&t.value(), &info));
-    if (!s.ok()) return s;
-    if (!info.contiguous) return Status(DLB_ERR_UNSUPPORTED_LAYOUT, "the buffer is not compact row-major");
-    if (!std::is_const_v<T> && read_only()) {
-      return Status(DLB_ERR_READ_ONLY, "the buffer is read-only: ask for data<const T>()");
-    }
-    *count = static_cast<size_t>(info.numel);
-    return reinterpret_cast<T*>(static_cast<char*>(t->data) + t->byte_offset);
+    *count = static_cast<size_t>(v.numel);
+    return static_cast<T*>(v.data);
+  }
+
+  static std::string name_of(DLDataType d) {
+    char buf[64];
+    if (dlb_dtype_name(d, buf, sizeof buf) == DLB_OK) return buf;
+    return "dtype {code " + std::to_string(d.code) + ", bits " + std::to_string(d.bits) + ", lanes " +
+           std::to_string(d.lanes) + "}";
   }
 
   dlb_buffer* p_ = nullptr;

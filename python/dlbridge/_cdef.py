@@ -137,6 +137,17 @@ uint64_t dlb_buffer_flags(const dlb_buffer* buffer);
 uint64_t dlb_buffer_nbytes(const dlb_buffer* buffer);
 int64_t dlb_buffer_refcount(const dlb_buffer* buffer);
 dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out);
+#define DLB_HOST_VIEW_READ 0
+#define DLB_HOST_VIEW_WRITE 1
+typedef struct dlb_host_view {
+  size_t struct_size;
+  void* data;
+  uint64_t nbytes;
+  uint64_t numel;
+  DLDataType dtype;
+  int32_t writable;
+} dlb_host_view;
+dlb_status dlb_buffer_host_view(const dlb_buffer* buffer, uint32_t access, dlb_host_view* out);
 
 /* ---- Export -------------------------------------------------------------- */
 typedef enum dlb_copy_policy {
@@ -346,6 +357,7 @@ STRUCTS = (
     "dlb_device_info",
     "dlb_share_descriptor",
     "dlb_share_ticket",
+    "dlb_host_view",
 )
 
 

@@ -168,6 +168,47 @@ DLB_API dlb_status dlb_buffer_to_host(dlb_buffer* buffer, dlb_buffer** out) {
   return firewall(__func__, [&] { return to_host_impl(buffer, out); });
 }
 
+DLB_API dlb_status dlb_buffer_host_view(const dlb_buffer* buffer, uint32_t access, dlb_host_view* out) {
+  return firewall(__func__, [&] {
+    if (buffer == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "buffer is NULL");
+    if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+    if (out->struct_size < sizeof(dlb_host_view))
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "out->struct_size is %zu, less than the %zu of dlb_host_view",
+                       out->struct_size, sizeof(dlb_host_view));
+    if ((access & ~DLB_HOST_VIEW_WRITE) != 0)
+      return set_error(DLB_ERR_INVALID_ARGUMENT, "access 0x%x has bits other than DLB_HOST_VIEW_WRITE", access);
+    if (buffer->deleted.load(std::memory_order_acquire))
+      return set_error(DLB_ERR_DELETED, "buffer was deleted (donated); its memory cannot be viewed");
+    const DLTensor& t = buffer->tensor;
+    const std::int32_t dev_type = dlb::device_type_of(t.device);
+    if ((buffer->flags & DLB_BUFFER_BACKEND) != 0)
+      return set_error(DLB_ERR_NOT_ZERO_COPY,
+                       "the buffer is a storage of a backend on %s:%d, reached only through an export or a copy "
+                       "(dlb_buffer_to_host), not by a host view",
+                       dlb::device_type_name(dev_type), static_cast<int>(t.device.device_id));
+    if (!dlb::device_is_host_readable(dev_type))
+      return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                       "the buffer's memory is on %s:%d, which the CPU cannot read; copy it (dlb_buffer_to_host)",
+                       dlb::device_type_name(dev_type), static_cast<int>(t.device.device_id));
+    if (!buffer->contiguous)
+      return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
+                       "the buffer is not compact row-major; copy it (dlb_copy_to_contiguous, dlb_buffer_to_host)");
+    if ((access & DLB_HOST_VIEW_WRITE) != 0 && (buffer->flags & DLB_BUFFER_READ_ONLY) != 0)
+      return set_error(DLB_ERR_READ_ONLY, "the buffer is read-only: ask for a read view, or copy it");
+    if (t.data == nullptr && buffer->nbytes != 0)
+      return set_error(DLB_ERR_MALFORMED, "the buffer has %" PRIu64 " bytes of elements but NULL data",
+                       buffer->nbytes);
+    uint64_t numel = 1;  // the extents were checked, without overflow, when the buffer was made
+    for (int32_t i = 0; i < t.ndim; ++i) numel *= static_cast<uint64_t>(t.shape[i]);
+    out->data = buffer->nbytes == 0 ? nullptr : dlb::buffer_origin(buffer);
+    out->nbytes = buffer->nbytes;
+    out->numel = numel;
+    out->dtype = t.dtype;
+    out->writable = (buffer->flags & DLB_BUFFER_READ_ONLY) == 0 ? 1 : 0;
+    return DLB_OK;
+  });
+}
+
 DLB_API void dlb_export_options_init(dlb_export_options* options) {
   dlb::firewall_void(__func__, [&] {
     if (options == nullptr) return;

@@ -158,3 +158,83 @@ TEST_F(Buffer, ToHostRefusesDeviceMemoryWithoutABackend) {
   EXPECT_EQ(h, reinterpret_cast<dlb_buffer*>(0x1));
   dlb_buffer_release(b);
 }
+
+// dlb_buffer_host_view: the one host-view rule every binding asks.
+TEST_F(Buffer, HostViewGivesCompactHostMemoryAndRefusesTheRest) {
+  const int64_t shape[2] = {2, 3};
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_alloc(cpu(), f32(), 2, shape, &b), DLB_OK);
+  DLTensor t;
+  ASSERT_EQ(dlb_buffer_dltensor(b, &t), DLB_OK);
+  dlb_host_view v{};
+  v.struct_size = sizeof v;
+  ASSERT_EQ(dlb_buffer_host_view(b, DLB_HOST_VIEW_WRITE, &v), DLB_OK);
+  EXPECT_EQ(v.data, t.data);
+  EXPECT_EQ(v.nbytes, 24u);
+  EXPECT_EQ(v.numel, 6u);
+  EXPECT_EQ(v.dtype.bits, 32);
+  EXPECT_EQ(v.writable, 1);
+
+  // Bad arguments.
+  EXPECT_EQ(dlb_buffer_host_view(nullptr, 0, &v), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_buffer_host_view(b, 0, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_buffer_host_view(b, 2, &v), DLB_ERR_INVALID_ARGUMENT);
+  dlb_host_view small{};
+  small.struct_size = 8;
+  EXPECT_EQ(dlb_buffer_host_view(b, 0, &small), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(dlb_last_error_message(), "struct_size"), nullptr);
+
+  // byte_offset is applied; read-only memory gives read views only.
+  float mem[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const int64_t four[1] = {4};
+  DLTensor w{};
+  w.data = mem;
+  w.byte_offset = 2 * sizeof(float);
+  w.device = cpu();
+  w.ndim = 1;
+  w.dtype = f32();
+  w.shape = const_cast<int64_t*>(four);
+  dlb_buffer* ro = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&w, DLB_BUFFER_READ_ONLY, nullptr, nullptr, &ro), DLB_OK);
+  EXPECT_EQ(dlb_buffer_host_view(ro, DLB_HOST_VIEW_WRITE, &v), DLB_ERR_READ_ONLY);
+  ASSERT_EQ(dlb_buffer_host_view(ro, DLB_HOST_VIEW_READ, &v), DLB_OK);
+  EXPECT_EQ(v.data, mem + 2);
+  EXPECT_EQ(v.writable, 0);
+  dlb_buffer_release(ro);
+
+  // A strided view.
+  const int64_t strides[1] = {2};
+  w.byte_offset = 0;
+  w.strides = const_cast<int64_t*>(strides);
+  dlb_buffer* st = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&w, 0, nullptr, nullptr, &st), DLB_OK);
+  EXPECT_EQ(dlb_buffer_host_view(st, DLB_HOST_VIEW_READ, &v), DLB_ERR_UNSUPPORTED_LAYOUT);
+  EXPECT_NE(std::strstr(dlb_last_error_message(), "dlb_copy_to_contiguous"), nullptr);
+  dlb_buffer_release(st);
+
+  // Memory the CPU cannot read.
+  w.strides = nullptr;
+  w.device = DLDevice{kDLOpenCL, 0};
+  dlb_buffer* dev = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&w, 0, nullptr, nullptr, &dev), DLB_OK);
+  EXPECT_EQ(dlb_buffer_host_view(dev, DLB_HOST_VIEW_READ, &v), DLB_ERR_UNSUPPORTED_DEVICE);
+  dlb_buffer_release(dev);
+
+  // An empty tensor: no elements, no address needed.
+  const int64_t none[1] = {0};
+  w.device = cpu();
+  w.data = nullptr;
+  w.shape = const_cast<int64_t*>(none);
+  dlb_buffer* empty = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&w, 0, nullptr, nullptr, &empty), DLB_OK);
+  ASSERT_EQ(dlb_buffer_host_view(empty, DLB_HOST_VIEW_WRITE, &v), DLB_OK);
+  EXPECT_EQ(v.nbytes, 0u);
+  EXPECT_EQ(v.numel, 0u);
+  EXPECT_EQ(v.data, nullptr);
+  dlb_buffer_release(empty);
+
+  // Deleted.
+  ASSERT_EQ(dlb_buffer_delete(b), DLB_OK);
+  EXPECT_EQ(dlb_buffer_host_view(b, DLB_HOST_VIEW_READ, &v), DLB_ERR_DELETED);
+  dlb_buffer_release(b);
+}

@@ -205,6 +205,58 @@ TEST_F(Hpp, ViewsCheckDtypeLayoutAndWritability) {
   EXPECT_TRUE(ro.read_only());
 }
 
+// A copy-only backend (copy_to_host, no zero-copy access) over host memory.
+int32_t copy_only_copy(void*, void* storage, void* dst, uint64_t size) {
+  std::memcpy(dst, storage, size);
+  return 0;
+}
+
+TEST_F(Hpp, TryViewsOfCopyOnlyBackendsAreRefusedNotNull) {
+  dlb_backend_vtable vt{};
+  vt.struct_size = sizeof vt;
+  vt.name = "copy-only";
+  vt.copy_to_host = copy_only_copy;
+  dlb_backend* be = nullptr;
+  ASSERT_EQ(dlb_backend_create(&vt, nullptr, &be), DLB_OK);
+  float mem[3] = {1, 2, 3};
+  int64_t shape[1] = {3};
+  DLTensor layout{};
+  layout.device = {kDLCPU, 0};
+  layout.ndim = 1;
+  layout.dtype = f32;
+  layout.shape = shape;
+  dlb_buffer* raw = nullptr;
+  ASSERT_EQ(dlb_buffer_from_backend(be, mem, &layout, 0, &raw), DLB_OK);
+  dlb_backend_release(be);
+  dlbridge::Buffer b = dlbridge::Buffer::adopt(raw);
+  auto r = b.try_data<float>();
+  EXPECT_FALSE(r.ok());  // before: ok() with a NULL pointer
+  EXPECT_EQ(r.status().code(), DLB_ERR_NOT_ZERO_COPY);
+  EXPECT_NE(r.status().message().find("dlb_buffer_to_host"), std::string::npos) << r.status().message();
+  EXPECT_EQ(b.try_data<const float>().status().code(), DLB_ERR_NOT_ZERO_COPY);
+  EXPECT_EQ(b.to_host().data<float>()[2], 3.0f);
+}
+
+TEST_F(Hpp, LongDoubleIsNoElementType) {
+  // dtype_of<long double> named float128, which the library refuses, and
+  // try_data<long double>() threw; now it does not compile at all.
+  static_assert(!dlbridge::is_element_v<long double>);
+  static_assert(dlbridge::is_element_v<const double> && dlbridge::is_element_v<bool>);
+  // A dtype the library cannot name is shown by its fields, never thrown.
+  int64_t shape[1] = {1};
+  alignas(16) unsigned char mem[16] = {};
+  DLTensor v{};
+  v.data = mem;
+  v.device = {kDLCPU, 0};
+  v.ndim = 1;
+  v.dtype = DLDataType{kDLFloat, 16, 1};
+  v.shape = shape;
+  dlbridge::Buffer b = dlbridge::Buffer::wrap(v);
+  auto r = b.try_data<double>();
+  EXPECT_EQ(r.status().code(), DLB_ERR_UNSUPPORTED_DTYPE);
+  EXPECT_NE(r.status().message().find("float16"), std::string::npos) << r.status().message();
+}
+
 TEST_F(Hpp, WrapRunsTheReleaseOnceAfterTheLastExport) {
   std::vector<double> mem{1, 2, 3};
   int64_t shape[1] = {3};
