@@ -2,9 +2,10 @@
 # Stage: the Node.js binding as npm users get it. scripts/node-package makes
 # the package tarball from the build (the prebuilt linux-x64 addon with the
 # build's libdlbridge inside); then, each in a fresh folder, offline:
-#   (b) `npm install <tgz>` with no libdlbridge for pkg-config to find: the
-#       prebuilt addon; a CommonJS and an ES module consumer; the suite
-#       (node --expose-gc --test bindings/node/test/*.test.js) against the
+#   (b) the install line of docs/javascript.md (`npm install <tgz>`), with no
+#       libdlbridge for pkg-config to find: the prebuilt addon; a CommonJS
+#       and an ES module consumer; the suite (node --expose-gc --test
+#       bindings/node/test/*.test.js) against the
 #       installed package, tests/lang's native library and a Python process
 #       (the build's package, /usr/bin/python3);
 #   (a) `npm install <tgz>` with the build installed into a scratch prefix
@@ -17,7 +18,8 @@
 #       addon built before;
 #   tsc --noEmit --strict over bindings/node/types/example.ts against the
 #       installed package's index.d.ts (TypeScript from scripts/node-env),
-#       and the example compiled and run.
+#       and the example compiled and run; docs/reference/javascript-api.md
+#       checked against index.d.ts (scripts/node-api-reference --check).
 # The guide's examples run in the docs stage (scripts/doc-examples). A
 # missing Node, npm, node-gyp or Node headers is a skip, which fails under
 # CI=true.
@@ -95,10 +97,17 @@ JS
   (cd "$1" && node consumer.cjs && node consumer.mjs)
 }
 
-echo "== 59-node: (b) npm install without a system libdlbridge: the prebuilt addon"
+echo "== 59-node: (b) the guide's install line, without a system libdlbridge: the prebuilt addon"
+# docs/javascript.md's first ```sh block, run as written in a fresh folder
+# holding the tarball; npm kept offline.
+line=$(awk '/^```sh$/ {on = 1; next} on && /^```$/ {exit} on {print}' docs/javascript.md)
+[ -n "$line" ] || fail "docs/javascript.md has no install line"
+echo "\$ $line"
 b=$work/prebuilt
+mkdir -p "$b" && cp "$tgz" "$b/"
 start=$(date +%s%N)
-PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$empty npm_install "$b" "$work/b.log" "$tgz" || { cat "$work/b.log"; fail "npm install failed"; }
+(cd "$b" && PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$empty npm_config_offline=true npm_config_foreground_scripts=true \
+   bash -euo pipefail -c "$line") >"$work/b.log" 2>&1 || { cat "$work/b.log"; fail "the install line failed"; }
 echo "installed in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 grep -q 'using the prebuilt addon' "$work/b.log" || { cat "$work/b.log"; fail "(b) did not use the prebuilt addon"; }
 [ ! -e "$b/node_modules/dlbridge/build" ] || fail "(b) built an addon"
@@ -165,5 +174,8 @@ ln -s "$tools/node_modules/@types" "$ts/node_modules/@types"
 ln -s "$tools/node_modules/undici-types" "$ts/node_modules/undici-types"
 (cd "$ts" && "$tools/node_modules/.bin/tsc" --noEmit --strict -p tsconfig.json && "$tools/node_modules/.bin/tsc" -p tsconfig.json &&
    node out/example.js)
+
+echo "== 59-node: the API reference is the declarations' (scripts/node-api-reference --check)"
+node scripts/node-api-reference --check
 
 echo "== 59-node: OK"
