@@ -9,10 +9,11 @@
 # prints the median over the processes (min..max) and the ratios:
 # export / external per process, and export / C.
 #
-#   bash bindings/node/bench/run.sh [ROUNDS]      (default 5)
+#   [N=OPS] bash bindings/node/bench/run.sh [ROUNDS]      (default 5 rounds, N 1000000)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 rounds=${1:-5}
+n=${N:-1000000}  # operations per round in the Node process (C: twice as many)
 build=$(pwd)/$(scripts/bench-build 2>/dev/null | tail -n 1)
 out=$build/bindings-bench
 mkdir -p "$out"
@@ -24,9 +25,9 @@ cc -shared -fPIC -O2 -I"$nodeinc" bindings/node/bench/floor_addon.c -o "$out/flo
 
 declare -A runs
 for ((r = 1; r <= rounds; r++)); do
-  runs[c]+=" $("$out/export_c" 2000000 | awk '{print $2}')"
+  runs[c]+=" $("$out/export_c" $((2 * n)) | awk '{print $2}')"
   o=$(DLBRIDGE_NODE=$build/node_modules/dlbridge DLB_BENCH_FLOOR_ADDON=$out/floor_addon.node \
-      node bindings/node/bench/export.js 1000000)
+      node bindings/node/bench/export.js "$n")
   runs[export]+=" $(echo "$o" | awk '$1 == "export" {print $2}')"
   runs[external]+=" $(echo "$o" | awk '$1 == "external" {print $2}')"
   runs[call]+=" $(echo "$o" | awk '$1 == "call" {print $2}')"

@@ -29,10 +29,13 @@ if (what === 'include') {
 } else if (what === 'libs') {
   console.log(env.DLBRIDGE_LIB_DIR ? `-L${env.DLBRIDGE_LIB_DIR} -ldlbridge` : pkgConfig('--libs'));
 } else if (what === 'rpath') {
-  // In the Makefile node-gyp writes, $$ is a dollar; the quotes keep the
-  // shell from expanding $ORIGIN.
-  const dir = env.DLBRIDGE_RPATH || env.DLBRIDGE_LIB_DIR || pkgConfig('--variable=libdir');
-  console.log(`'-Wl,-rpath,${dir.replace(/\$/g, '$$$$')}'`);
+  // The folders the linker is given (-L), else pkg-config's libdir. In the
+  // Makefile node-gyp writes, $$ is a dollar; the quotes keep the shell from
+  // expanding $ORIGIN.
+  const dirs = env.DLBRIDGE_RPATH ? [env.DLBRIDGE_RPATH] : env.DLBRIDGE_LIB_DIR ? [env.DLBRIDGE_LIB_DIR]
+    : pkgConfig('--libs-only-L').split(/\s+/).filter(Boolean).map((f) => f.replace(/^-L/, ''));
+  if (dirs.length === 0) dirs.push(pkgConfig('--variable=libdir'));
+  console.log(`'-Wl,-rpath,${dirs.join(':').replace(/\$/g, '$$$$')}'`);
 } else {
   process.stderr.write('usage: node lib/gyp-flags.js include|libs|rpath\n');
   process.exit(2);

@@ -68,7 +68,10 @@ function systemLibrary() {
 // The prebuilt addon: { ok: true } or { why }.
 function prebuiltFits() {
   const where = `${process.platform}-${process.arch}`;
-  if (!fs.existsSync(addon.prebuilt)) return { why: `the package carries no prebuilt addon for ${where} (only for linux-x64)` };
+  if (!fs.existsSync(addon.prebuilt)) {
+    return { why: where === 'linux-x64' ? 'this copy of the package carries no prebuilt addon (the tarball scripts/node-package makes has one)'
+      : `the package carries no prebuilt addon for ${where} (only for linux-x64)` };
+  }
   let meta = {};
   try {
     meta = JSON.parse(fs.readFileSync(path.join(addon.prebuildDir, 'prebuild.json'), 'utf8'));
@@ -89,7 +92,7 @@ function sourceTools() {
   const missing = [];
   const bundled = path.join(path.dirname(fs.realpathSync(process.execPath)), '..', 'lib', 'node_modules', 'npm',
     'node_modules', 'node-gyp', 'bin', 'node-gyp.js');
-  const gyp = [process.env.npm_config_node_gyp, bundled].find((f) => f && fs.existsSync(f));
+  const gyp = [process.env.npm_config_node_gyp, bundled].find((f) => f && f.endsWith('.js') && fs.existsSync(f));
   if (!gyp) missing.push('node-gyp (npm bundles it)');
   const nodedir = [process.env.npm_config_nodedir, path.join(path.dirname(fs.realpathSync(process.execPath)), '..')]
     .find((d) => d && fs.existsSync(path.join(d, 'include', 'node', 'node_api.h')));
