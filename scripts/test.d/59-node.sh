@@ -42,6 +42,7 @@ prefix=$(cd "$(dirname "$(readlink -f "$(command -v node)")")/.." && pwd)
 [ -f "$prefix/include/node/node_api.h" ] || { echo "59-node: no Node headers in $prefix/include/node"; exit 77; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/dlb-node.XXXXXX")
+chmod 755 "$work"   # the suite starts a receiver as nobody when run as root
 trap 'rm -rf "$work"' EXIT
 empty=$work/no-pkgconfig
 mkdir -p "$empty"
