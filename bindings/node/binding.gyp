@@ -1,14 +1,16 @@
-# The addon (build/Release/dlbridge_node.node), built offline by the
-# node-gyp that npm bundles against the installed Node's headers:
-#   DLBRIDGE_LIB_DIR=<dir of libdlbridge.so> node-gyp rebuild --nodedir=/usr
-# DLBRIDGE_INCLUDE_DIR names the headers (default: this repository's
-# include/); without DLBRIDGE_LIB_DIR the system's libdlbridge is linked.
+# The addon, built by node-gyp: lib/install.js runs it when the package is
+# installed with a libdlbridge that pkg-config finds (or with
+# DLBRIDGE_NODE_INSTALL=source), and scripts/node-package for the prebuilt
+# addon the package carries. lib/gyp-flags.js gives the headers and the
+# library: DLBRIDGE_INCLUDE_DIR / DLBRIDGE_LIB_DIR when set, else pkg-config.
 {
   "targets": [{
     "target_name": "dlbridge_node",
     "sources": ["src/dlbridge_node.c"],
-    "include_dirs": ["<!(node -p \"process.env.DLBRIDGE_INCLUDE_DIR || '../../include'\")"],
+    "defines": ["NAPI_VERSION=8"],
+    "include_dirs": ["<!@(node lib/gyp-flags.js include)"],
     "cflags_c": ["-std=gnu11", "-Wall", "-Wextra", "-Werror"],
-    "libraries": ["<!@(node -p \"const d = process.env.DLBRIDGE_LIB_DIR; d ? '-L' + d + ' -Wl,-rpath,' + d + ' -ldlbridge' : '-ldlbridge'\")"]
+    "libraries": ["<!@(node lib/gyp-flags.js libs)"],
+    "ldflags": ["<!(node lib/gyp-flags.js rpath)"]
   }]
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the Node.js addon offline, with the node-gyp that npm bundles,
-# against the installed Node's headers and a meson build of dlbridge: the
-# package lands in <build-dir>/node_modules/dlbridge (so NODE_PATH=
-# <build-dir>/node_modules finds it) and links <build-dir>/src/libdlbridge.
-# Exit 77 when Node, its headers or node-gyp are missing.
+# Installs the npm package of the Node.js binding into <build-dir>/node_modules/
+# dlbridge (so NODE_PATH=<build-dir>/node_modules finds it) as a user would:
+# scripts/node-package makes the tarball from the meson build (the prebuilt
+# addon with the build's libdlbridge beside it) into <build-dir>/npm, then
+# `npm install --offline` of that tarball with the prebuilt addon.
+# Exit 77 when Node, npm, its node-gyp or the Node headers are missing.
 #
 #   bash bindings/node/build.sh <build-dir>
 set -euo pipefail
@@ -12,19 +13,13 @@ build=${1:?usage: build.sh <build-dir>}
 build=$(cd "$build" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-command -v node >/dev/null || { echo "build.sh: node is not installed"; exit 77; }
-nodedir=${DLB_NODEDIR:-/usr}
-[ -f "$nodedir/include/node/node_api.h" ] || { echo "build.sh: no Node headers in $nodedir/include/node"; exit 77; }
-# The node-gyp npm bundles, next to this node; else one on PATH.
-gyp=$(dirname "$(readlink -f "$(command -v node)")")/../lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js
-if [ -f "$gyp" ]; then gyp=(node "$gyp"); elif command -v node-gyp >/dev/null; then gyp=(node-gyp); else
-  echo "build.sh: node-gyp not found (npm bundles it)"; exit 77
-fi
+command -v node >/dev/null && command -v npm >/dev/null || { echo "build.sh: node or npm is not installed"; exit 77; }
+prefix=$(cd "$(dirname "$(readlink -f "$(command -v node)")")/.." && pwd)
+[ -f "$prefix/include/node/node_api.h" ] || { echo "build.sh: no Node headers in $prefix/include/node"; exit 77; }
+[ -f "$prefix/lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js" ] || { echo "build.sh: no node-gyp (npm bundles it)"; exit 77; }
 
-pkg=$build/node_modules/dlbridge
-echo "build.sh: building the addon into $pkg ($(node --version), ${gyp[*]: -1})"
-rm -rf "$pkg"
-mkdir -p "$pkg"
-cp -r "$here/package.json" "$here/binding.gyp" "$here/index.js" "$here/src" "$pkg/"
-(cd "$pkg" && DLBRIDGE_LIB_DIR="$build/src" DLBRIDGE_INCLUDE_DIR="$root/include" \
-   "${gyp[@]}" rebuild --nodedir="$nodedir" --jobs 2 --loglevel warn)
+tgz=$("$root/scripts/node-package" "$build" "$build/npm" | tail -n 1)
+rm -rf "$build/node_modules/dlbridge"
+(cd "$build" && DLBRIDGE_NODE_INSTALL=prebuilt npm install --offline --no-save --no-package-lock --no-audit \
+   --no-fund --loglevel error "$tgz")
+echo "build.sh: installed $(basename "$tgz") into $build/node_modules/dlbridge"

@@ -1,24 +1,48 @@
 'use strict';
 // dlbridge for Node.js: DLPack tensors over libdlbridge, through the N-API
-// addon in src/dlbridge_node.c (build/Release/dlbridge_node.node).
+// addon in src/dlbridge_node.c (found by lib/addon.js: built on install, or
+// the prebuilt one the package carries).
 //
-// - Buffer: a handle on a dlb_buffer (new memory, a JavaScript ArrayBuffer
-//   wrapped without a copy, shared memory, an imported tensor). Its views
-//   are ArrayBuffers over the buffer's memory that hold it alive until they
-//   are collected.
+// - DlbBuffer: a handle on a dlb_buffer (new memory, a JavaScript
+//   ArrayBuffer wrapped without a copy, shared memory, an imported tensor).
+//   Its views are ArrayBuffers over the buffer's memory that hold it alive
+//   until they are collected.
 // - ManagedTensor: an owned DLManagedTensorVersioned* or DLManagedTensor*,
 //   for native code that takes DLPack (by address, a BigInt) and from it.
 // - close() releases at once; a finalizer releases what was never closed,
-//   as a backstop. Refusals of the library are Errors whose `code` is the
-//   status name ('DLB_ERR_DELETED') and `status` its number; a closed handle
-//   is Error code 'ERR_USE_AFTER_CLOSE'.
+//   as a backstop.
+// - Refusals are DlbError: `code` is the library's status name
+//   (codes.DLB_ERR_DELETED), `status` its number (statuses.DLB_ERR_DELETED);
+//   both tables come from the library's dlb_status_name().
 
-const path = require('path');
-
-const native = require(path.join(__dirname, 'build', 'Release', 'dlbridge_node.node'));
+const { markAsUntransferable } = require('node:worker_threads');
+const native = require('./lib/addon').load();
 
 const kHandle = Symbol('dlbridge handle');
 const kMake = Symbol('dlbridge constructor');
+
+/** The library's status names, by number (DLB_OK first). */
+const STATUS_NAMES = Object.freeze(native.statusNames());
+/** Each status name to itself: compare err.code with codes.DLB_ERR_DELETED. */
+const codes = Object.freeze(Object.fromEntries(STATUS_NAMES.map((n) => [n, n])));
+/** Each status name to its fixed number (err.status). */
+const statuses = Object.freeze(Object.fromEntries(STATUS_NAMES.map((n, i) => [n, i])));
+
+/** A refusal of the library: its status name (`code`), number and message. */
+class DlbError extends Error {
+  constructor(message, code, status) {
+    super(message);
+    this.code = code;
+    this.status = status;
+  }
+
+  get name() { return 'DlbError'; }
+}
+native.init(DlbError);
+
+function refuse(status, message) {
+  throw new DlbError(message, STATUS_NAMES[status], status);
+}
 
 // The TypedArray of each dtype name the library writes, where JavaScript has one.
 const TYPED_ARRAYS = {
@@ -29,7 +53,7 @@ const TYPED_ARRAYS = {
 
 class ManagedTensor {
   constructor(token, handle) {
-    if (token !== kMake) throw new TypeError('use Buffer#exportVersioned, Buffer#exportLegacy or ManagedTensor.adopt');
+    if (token !== kMake) throw new TypeError('use DlbBuffer#exportVersioned, DlbBuffer#exportLegacy or ManagedTensor.adopt');
     this[kHandle] = handle;
   }
 
@@ -51,33 +75,67 @@ class ManagedTensor {
   close() { native.closeTensor(this[kHandle]); }
 }
 
-class Buffer {
+// The memory under an ArrayBuffer, TypedArray or DataView must stay where it
+// is while the library holds it: a resizable ArrayBuffer can shrink under it
+// and a growable SharedArrayBuffer changes size, so both are refused; a
+// fixed one is marked untransferable, so that structuredClone and
+// postMessage copy it instead of detaching it (a detached one is refused by
+// the addon).
+function fixedMemory(memory) {
+  const ab = ArrayBuffer.isView(memory) ? memory.buffer : memory;
+  if (ab && ab.resizable === true) {
+    refuse(statuses.DLB_ERR_INVALID_ARGUMENT, 'the ArrayBuffer is resizable: resize() could shrink it under the tensor; ' +
+      'wrap a fixed-length ArrayBuffer (or a copy: ab.slice())');
+  }
+  if (ab && ab.growable === true) {
+    refuse(statuses.DLB_ERR_INVALID_ARGUMENT, 'the SharedArrayBuffer is growable: wrap a fixed-length one (or a copy)');
+  }
+  return ab;
+}
+
+class DlbBuffer {
   constructor(token, handle) {
-    if (token !== kMake) throw new TypeError('use Buffer.alloc, Buffer.wrap, Buffer.fromTensor or Buffer.openTicket');
+    if (token !== kMake) {
+      throw new TypeError('use DlbBuffer.alloc, DlbBuffer.wrap, DlbBuffer.fromTensor or DlbBuffer.openTicket');
+    }
     this[kHandle] = handle;
   }
 
   /** New zero-filled host memory, compact row-major: alloc('float32', [2, 3]). */
-  static alloc(dtype, shape) { return new Buffer(kMake, native.alloc(dtype, shape, false)); }
+  static alloc(dtype, shape) { return new DlbBuffer(kMake, native.alloc(dtype, shape, false)); }
 
   /** New zero-filled memory another process can map (issueTicket). */
-  static allocShared(dtype, shape) { return new Buffer(kMake, native.alloc(dtype, shape, true)); }
+  static allocShared(dtype, shape) { return new DlbBuffer(kMake, native.alloc(dtype, shape, true)); }
 
   /**
    * The memory of an ArrayBuffer, TypedArray or DataView, without a copy;
    * the ArrayBuffer is kept alive until the library releases it (the last
-   * handle and the last export gone). Do not transfer it meanwhile.
+   * handle and the last export gone), and is marked untransferable.
    */
-  static wrap(memory, dtype, shape) { return new Buffer(kMake, native.wrap(memory, dtype, shape)); }
+  static wrap(memory, dtype, shape) {
+    const ab = fixedMemory(memory);
+    const b = new DlbBuffer(kMake, native.wrap(memory, dtype, shape));
+    if (ab instanceof ArrayBuffer) markAsUntransferable(ab);
+    return b;
+  }
 
   /** Imports a tensor: on success the buffer owns it and `tensor` is spent. */
   static fromTensor(tensor) {
     if (!(tensor instanceof ManagedTensor)) throw new TypeError('fromTensor takes a ManagedTensor');
-    return new Buffer(kMake, native.importTensor(tensor[kHandle]));
+    return new DlbBuffer(kMake, native.importTensor(tensor[kHandle]));
   }
 
-  /** Opens a ticket another process issued (bytes): the same memory, mapped here. Once. */
-  static openTicket(ticket) { return new Buffer(kMake, native.openTicket(ticket)); }
+  /**
+   * Opens a ticket another process issued (bytes): the same memory, mapped
+   * here. Once. The open waits for the issuer's answer (up to 20 s) on a
+   * thread of libuv's pool, so the event loop goes on meanwhile.
+   */
+  static openTicket(ticket) {
+    return native.openTicketAsync(ticket).then((handle) => new DlbBuffer(kMake, handle));
+  }
+
+  /** openTicket() on this thread: blocks the event loop while it waits. */
+  static openTicketSync(ticket) { return new DlbBuffer(kMake, native.openTicket(ticket)); }
 
   get shape() { return native.info(this[kHandle]).shape; }
   get strides() { return native.info(this[kHandle]).strides; }
@@ -90,10 +148,16 @@ class Buffer {
 
   /**
    * An ArrayBuffer over the elements, without a copy; it holds the memory
-   * alive until it is collected. Refused for read-only memory (JavaScript
-   * has no read-only ArrayBuffer) and for strided tensors.
+   * alive until it is collected, and cannot be transferred. The library
+   * decides which buffers have one (dlb_buffer_host_view): not read-only
+   * memory (JavaScript has no read-only ArrayBuffer), strided tensors,
+   * device memory or a backend's storage.
    */
-  arrayBuffer() { return native.view(this[kHandle]); }
+  arrayBuffer() {
+    const ab = native.view(this[kHandle]);
+    markAsUntransferable(ab);
+    return ab;
+  }
 
   /** arrayBuffer() as the TypedArray of the dtype (Float32Array for 'float32', ...). */
   typedArray() {
@@ -124,16 +188,24 @@ class Buffer {
 }
 
 if (Symbol.dispose) {
-  Buffer.prototype[Symbol.dispose] = Buffer.prototype.close;
+  DlbBuffer.prototype[Symbol.dispose] = DlbBuffer.prototype.close;
   ManagedTensor.prototype[Symbol.dispose] = ManagedTensor.prototype.close;
 }
 
+/** The library's version string. */
+const version = native.version();
+/** Managed tensors the library exported whose deleter has not run. */
+const liveExports = native.liveExports;
+/** ArrayBuffers kept alive for the library (for leak checks). */
+const keptArrayBuffers = native.pinned;
+
 module.exports = {
-  Buffer,
+  DlbBuffer,
   ManagedTensor,
-  version: native.version(),
-  /** Managed tensors the library exported whose deleter has not run. */
-  liveExports: native.liveExports,
-  /** ArrayBuffers kept alive for the library (for leak checks). */
-  keptArrayBuffers: native.pinned,
+  DlbError,
+  codes,
+  statuses,
+  version,
+  liveExports,
+  keptArrayBuffers,
 };

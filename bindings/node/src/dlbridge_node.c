@@ -16,9 +16,13 @@
  * common case, deletes the reference at once. Once the environment is
  * being torn down, releases leave the reference to the teardown.
  *
- * Errors: a refusal of the library is an Error whose `code` is the status
- * name ("DLB_ERR_DELETED") and whose `status` is its number, with the
- * library's message; a closed handle is Error code ERR_USE_AFTER_CLOSE. */
+ * Errors: a refusal of the library is a DlbError (the class index.js hands
+ * to init()) whose `code` is the status name dlb_status_name() gives
+ * ("DLB_ERR_DELETED") and whose `status` is its number, with the library's
+ * message (read on the thread that made the call: for openTicketAsync, in
+ * the worker). A closed handle is DLB_ERR_INVALID_ARGUMENT, as in the other
+ * bindings. Host views are the library's: dlb_buffer_host_view() decides
+ * which buffers JavaScript may see as an ArrayBuffer. */
 #include <dlbridge/dlbridge.h>
 #include <node_api.h>
 #include <pthread.h>
@@ -47,6 +51,9 @@ typedef struct tensor_handle {
 
 /* ---------------------------------------------------------------- errors */
 
+typedef struct env_state env_state;
+static napi_ref error_class_of(napi_env env);
+
 static napi_value throw_napi(napi_env env) {
   bool pending = false;
   napi_is_exception_pending(env, &pending);
@@ -58,13 +65,24 @@ static napi_value throw_napi(napi_env env) {
   return NULL;
 }
 
+/* A DlbError(message, code, status) (a plain Error with the same fields
+ * before init()); false with an exception pending when N-API fails. */
+static bool make_error(napi_env env, dlb_status status, const char* message, napi_value* out) {
+  napi_value argv[3], ctor;
+  napi_ref cls = error_class_of(env);
+  if (napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &argv[0]) != napi_ok ||
+      napi_create_string_utf8(env, dlb_status_name(status), NAPI_AUTO_LENGTH, &argv[1]) != napi_ok ||
+      napi_create_int32(env, status, &argv[2]) != napi_ok)
+    return false;
+  if (cls && napi_get_reference_value(env, cls, &ctor) == napi_ok && ctor)
+    return napi_new_instance(env, ctor, 3, argv, out) == napi_ok;
+  return napi_create_error(env, argv[1], argv[0], out) == napi_ok &&
+         napi_set_named_property(env, *out, "status", argv[2]) == napi_ok;
+}
+
 static napi_value throw_with(napi_env env, dlb_status status, const char* message) {
-  napi_value code, msg, err, num;
-  if (napi_create_string_utf8(env, dlb_status_name(status), NAPI_AUTO_LENGTH, &code) != napi_ok ||
-      napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg) != napi_ok ||
-      napi_create_error(env, code, msg, &err) != napi_ok || napi_create_int32(env, status, &num) != napi_ok ||
-      napi_set_named_property(env, err, "status", num) != napi_ok)
-    return throw_napi(env);
+  napi_value err;
+  if (!make_error(env, status, message, &err)) return throw_napi(env);
   napi_throw(env, err);
   return NULL;
 }
@@ -144,14 +162,14 @@ static void* unwrap(napi_env env, napi_value v, const napi_type_tag* tag) {
 
 static dlb_buffer* buffer_of(napi_env env, napi_value v) {
   buffer_handle* h = unwrap(env, v, &BUFFER_TAG);
-  if (h && !h->buffer) napi_throw_error(env, "ERR_USE_AFTER_CLOSE", "the buffer is closed");
+  if (h && !h->buffer) throw_with(env, DLB_ERR_INVALID_ARGUMENT, "the buffer is closed");
   return h ? h->buffer : NULL;
 }
 
 static tensor_handle* tensor_of(napi_env env, napi_value v) {
   tensor_handle* h = unwrap(env, v, &TENSOR_TAG);
   if (h && !h->tensor) {
-    napi_throw_error(env, "ERR_USE_AFTER_CLOSE", "the managed tensor was closed, imported or handed on");
+    throw_with(env, DLB_ERR_INVALID_ARGUMENT, "the managed tensor was closed, imported or handed on");
     return NULL;
   }
   return h;
@@ -221,13 +239,19 @@ static napi_value int64_array(napi_env env, const int64_t* v, int32_t n) {
 
 /* ----------------------------------------------- JavaScript memory, kept */
 
-typedef struct env_state {
+struct env_state {
+  napi_ref error_class; /* DlbError, from init(); NULL before */
   napi_threadsafe_function tsfn;
   pthread_t thread;
   pthread_mutex_t mutex;
   bool closing;      /* under mutex (written on the environment's thread) */
   atomic_int users;  /* the environment, and each pin not yet released */
-} env_state;
+};
+
+static napi_ref error_class_of(napi_env env) {
+  env_state* st = NULL;
+  return napi_get_instance_data(env, (void**)&st) == napi_ok && st ? st->error_class : NULL;
+}
 
 typedef struct pin {
   napi_env env;
@@ -355,6 +379,9 @@ static napi_value js_wrap(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "wrap takes an ArrayBuffer, a TypedArray or a DataView");
     return NULL;
   }
+  bool detached = false;
+  if (napi_is_detached_arraybuffer(env, ab, &detached) == napi_ok && detached)
+    return throw_with(env, DLB_ERR_DELETED, "the ArrayBuffer is detached (transferred away): it has no memory to wrap");
   env_state* st = NULL;
   CALL(env, napi_get_instance_data(env, (void**)&st));
   pin* p = malloc(sizeof *p);
@@ -423,6 +450,119 @@ static napi_value js_open_ticket(napi_env env, napi_callback_info info) {
   return s == DLB_OK ? new_buffer(env, b) : throw_status(env, s);
 }
 
+/* openTicketAsync(bytes): a Promise of a buffer handle. The open, which
+ * waits for the issuer's answer (up to 20 s), runs on a worker thread of
+ * libuv's pool; the ticket's bytes are copied first. */
+typedef struct open_work {
+  napi_async_work work;
+  napi_deferred deferred;
+  void* ticket;
+  size_t size;
+  dlb_buffer* buffer;
+  dlb_status status;
+  char message[1024]; /* the worker thread's error message */
+} open_work;
+
+static void open_execute(napi_env env, void* data) {
+  (void)env;
+  open_work* w = data;
+  w->status = dlb_share_ticket_open(w->ticket, w->size, 0, &w->buffer);
+  if (w->status != DLB_OK) snprintf(w->message, sizeof w->message, "%s", dlb_last_error_message());
+}
+
+static void open_complete(napi_env env, napi_status status, void* data) {
+  open_work* w = data;
+  napi_value result = NULL, err = NULL;
+  if (status == napi_ok && w->status == DLB_OK) {
+    dlb_buffer* b = w->buffer;
+    w->buffer = NULL;
+    result = new_buffer(env, b); /* releases b when it fails */
+  } else if (status == napi_ok) {
+    if (make_error(env, w->status, w->message, &err)) napi_reject_deferred(env, w->deferred, err);
+  }
+  if (result) {
+    napi_resolve_deferred(env, w->deferred, result);
+  } else if (!err) {
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending &&
+        napi_get_and_clear_last_exception(env, &err) == napi_ok)
+      napi_reject_deferred(env, w->deferred, err);
+  }
+  dlb_buffer_release(w->buffer); /* cancelled or torn down: opened for nobody */
+  napi_delete_async_work(env, w->work);
+  free(w->ticket);
+  free(w);
+}
+
+static napi_value js_open_ticket_async(napi_env env, napi_callback_info info) {
+  napi_value a[1], promise, name;
+  bool is_ta = false;
+  if (!args(env, info, 1, a)) return NULL;
+  napi_is_typedarray(env, a[0], &is_ta);
+  napi_typedarray_type type = napi_int8_array;
+  size_t length = 0;
+  void* data = NULL;
+  if (is_ta) CALL(env, napi_get_typedarray_info(env, a[0], &type, &length, &data, NULL, NULL));
+  if (!is_ta || type != napi_uint8_array) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "a ticket is a Uint8Array (or a Buffer)");
+    return NULL;
+  }
+  open_work* w = calloc(1, sizeof *w);
+  if (w) w->ticket = malloc(length ? length : 1);
+  if (!w || !w->ticket) {
+    if (w) free(w);
+    napi_throw_error(env, "ERR_MEMORY_ALLOCATION_FAILED", "out of memory");
+    return NULL;
+  }
+  if (length) memcpy(w->ticket, data, length);
+  w->size = length;
+  if (napi_create_string_utf8(env, "dlbridge.openTicket", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, open_execute, open_complete, w, &w->work) != napi_ok) {
+    free(w->ticket);
+    free(w);
+    return throw_napi(env);
+  }
+  if (napi_create_promise(env, &w->deferred, &promise) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_async_work(env, w->work);
+    free(w->ticket);
+    free(w);
+    return throw_napi(env);
+  }
+  return promise;
+}
+
+/* statusNames(): the library's status names, by number, from DLB_OK up to
+ * the first number dlb_status_name() does not know. */
+static napi_value js_status_names(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value arr, v;
+  const char* unknown = dlb_status_name(-1);
+  CALL(env, napi_create_array(env, &arr));
+  for (int32_t i = 0; i < 4096 && strcmp(dlb_status_name(i), unknown) != 0; ++i) {
+    CALL(env, napi_create_string_utf8(env, dlb_status_name(i), NAPI_AUTO_LENGTH, &v));
+    CALL(env, napi_set_element(env, arr, (uint32_t)i, v));
+  }
+  return arr;
+}
+
+/* init(DlbError): the class of the errors thrown from now on. */
+static napi_value js_init(napi_env env, napi_callback_info info) {
+  napi_value a[1];
+  napi_valuetype type;
+  env_state* st = NULL;
+  if (!args(env, info, 1, a)) return NULL;
+  CALL(env, napi_typeof(env, a[0], &type));
+  if (type != napi_function) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "init takes the error class");
+    return NULL;
+  }
+  CALL(env, napi_get_instance_data(env, (void**)&st));
+  if (st->error_class) napi_delete_reference(env, st->error_class);
+  st->error_class = NULL;
+  CALL(env, napi_create_reference(env, a[0], 1, &st->error_class));
+  return NULL;
+}
+
 /* info(buffer): {shape, strides, dtype, nbytes, address} */
 static napi_value js_info(napi_env env, napi_callback_info info) {
   napi_value a[1], obj, v;
@@ -467,34 +607,25 @@ static void view_finalize(napi_env env, void* data, void* hint) {
 }
 
 /* view(buffer): an external ArrayBuffer over the elements, holding a
- * reference of its own until it is collected. */
+ * reference of its own until it is collected. Which buffers have one is
+ * the library's rule (dlb_buffer_host_view); JavaScript has no read-only
+ * ArrayBuffer, so the view is asked for writing. */
 static napi_value js_view(napi_env env, napi_callback_info info) {
   napi_value a[1], ab;
   dlb_buffer* b;
   if (!args(env, info, 1, a) || !(b = buffer_of(env, a[0]))) return NULL;
-  DLTensor t;
-  dlb_status s = dlb_buffer_dltensor(b, &t);
+  dlb_host_view view;
+  memset(&view, 0, sizeof view);
+  view.struct_size = sizeof view;
+  dlb_status s = dlb_buffer_host_view(b, DLB_HOST_VIEW_WRITE, &view);
   if (s != DLB_OK) return throw_status(env, s);
-  dlb_device_info device = {sizeof device, 0, 0, NULL};
-  if ((s = dlb_device_type_info(t.device.device_type, &device)) != DLB_OK) return throw_status(env, s);
-  dlb_layout_info layout;
-  memset(&layout, 0, sizeof layout);
-  layout.struct_size = sizeof layout;
-  if ((s = dlb_layout_describe(&t, &layout)) != DLB_OK) return throw_status(env, s);
-  if (!(device.flags & DLB_DEVICE_HOST_READABLE) || (!t.data && layout.nbytes > 0))
-    return throw_with(env, DLB_ERR_UNSUPPORTED_DEVICE, "the buffer's memory is not readable by the CPU; export it instead");
-  if (!layout.contiguous)
-    return throw_with(env, DLB_ERR_UNSUPPORTED_LAYOUT, "an ArrayBuffer view needs a compact row-major tensor");
-  if (dlb_buffer_flags(b) & DLB_BUFFER_READ_ONLY)
-    return throw_with(env, DLB_ERR_READ_ONLY,
-                      "the buffer is read-only and JavaScript has no read-only ArrayBuffer; export it instead");
-  if (layout.nbytes == 0) {
+  if (view.nbytes == 0) {
     CALL(env, napi_create_arraybuffer(env, 0, NULL, &ab));
     return ab;
   }
+  if (view.nbytes > SIZE_MAX) return throw_with(env, DLB_ERR_OVERFLOW, "the buffer is larger than this process can address");
   dlb_buffer_retain(b);
-  if (napi_create_external_arraybuffer(env, (char*)t.data + t.byte_offset, (size_t)layout.nbytes, view_finalize, b,
-                                       &ab) != napi_ok) {
+  if (napi_create_external_arraybuffer(env, view.data, (size_t)view.nbytes, view_finalize, b, &ab) != napi_ok) {
     dlb_buffer_release(b);
     return throw_napi(env);
   }
@@ -639,7 +770,8 @@ NAPI_MODULE_INIT() {
       {"view", js_view},             {"exportTensor", js_export},        {"deleteBuffer", js_delete},
       {"closeBuffer", js_close_buffer}, {"issueTicket", js_issue_ticket}, {"adopt", js_adopt},
       {"tensorAddress", js_tensor_address}, {"tensorVersioned", js_tensor_versioned},
-      {"closeTensor", js_close_tensor},
+      {"closeTensor", js_close_tensor}, {"openTicketAsync", js_open_ticket_async},
+      {"statusNames", js_status_names}, {"init", js_init},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     napi_value f;

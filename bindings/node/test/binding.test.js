@@ -8,12 +8,20 @@ const { Worker } = require('node:worker_threads');
 const { dlb, nativeLibrary, settle } = require('./common');
 
 const nl = nativeLibrary();
-const { Buffer: DlBuffer, ManagedTensor } = dlb;
+const { DlbBuffer: DlBuffer, ManagedTensor } = dlb;
 
-function refused(code, fn) {
+// A refusal: the library's status (a DlbError whose code is in dlb.codes and
+// whose status is that code's number), or a JavaScript type error.
+function refused(code, fn, message) {
   assert.throws(fn, (e) => {
     assert.equal(e.code, code, e.message);
     assert.ok(e.message.length > 0);
+    if (code.startsWith('DLB_')) {
+      assert.ok(e instanceof dlb.DlbError, `${code} is a DlbError`);
+      assert.equal(e.code, dlb.codes[code]);
+      assert.equal(e.status, dlb.statuses[code]);
+    }
+    if (message) assert.match(e.message, message);
     return true;
   });
 }
@@ -167,8 +175,10 @@ test('bad input: closed, deleted, imported twice', () => {
   const b = DlBuffer.alloc('float32', [4]);
   b.close();
   b.close();
-  refused('ERR_USE_AFTER_CLOSE', () => b.exportVersioned());
-  refused('ERR_USE_AFTER_CLOSE', () => b.shape);
+  refused('DLB_ERR_INVALID_ARGUMENT', () => b.exportVersioned(), /buffer is closed/);
+  refused('DLB_ERR_INVALID_ARGUMENT', () => b.shape, /buffer is closed/);
+  refused('DLB_ERR_INVALID_ARGUMENT', () => b.arrayBuffer(), /buffer is closed/);
+  refused('DLB_ERR_INVALID_ARGUMENT', () => b.delete(), /buffer is closed/);
   const d = DlBuffer.alloc('float32', [4]);
   const before = d.exportVersioned();
   d.delete();
@@ -180,8 +190,8 @@ test('bad input: closed, deleted, imported twice', () => {
   d.close();
   const t = DlBuffer.alloc('float64', [2]).exportVersioned();
   const first = DlBuffer.fromTensor(t);
-  refused('ERR_USE_AFTER_CLOSE', () => DlBuffer.fromTensor(t)); // imported twice
-  refused('ERR_USE_AFTER_CLOSE', () => t.transfer());
+  refused('DLB_ERR_INVALID_ARGUMENT', () => DlBuffer.fromTensor(t), /imported/); // imported twice
+  refused('DLB_ERR_INVALID_ARGUMENT', () => t.transfer(), /imported/);
   first.close();
 });
 
@@ -205,11 +215,27 @@ test('bad input: dtype names, shapes, memory, handles, tickets', () => {
   assert.throws(() => DlBuffer.wrap(new Float64Array(8), 'float64', [9]),
     (e) => e instanceof RangeError && /72 bytes/.test(e.message));
   assert.equal(dlb.keptArrayBuffers(), kept, 'refused wraps keep nothing');
-  refused('DLB_ERR_MALFORMED', () => DlBuffer.openTicket(new Uint8Array([1, 2, 3])));
-  refused('ERR_INVALID_ARG_TYPE', () => DlBuffer.openTicket('ticket'));
+  refused('DLB_ERR_MALFORMED', () => DlBuffer.openTicketSync(new Uint8Array([1, 2, 3])));
+  refused('ERR_INVALID_ARG_TYPE', () => DlBuffer.openTicketSync('ticket'));
   const plain = DlBuffer.alloc('int64', [2]);
   refused('DLB_ERR_NOT_ZERO_COPY', () => plain.issueTicket());
   plain.close();
+});
+
+test('bad input: tickets refused through the promise', async () => {
+  await assert.rejects(DlBuffer.openTicket(new Uint8Array([1, 2, 3])),
+    (e) => e instanceof dlb.DlbError && e.code === dlb.codes.DLB_ERR_MALFORMED && e.message.length > 0);
+  assert.throws(() => DlBuffer.openTicket('ticket'), TypeError);
+  const shared = DlBuffer.allocShared('int32', [2]);
+  const ticket = shared.issueTicket();
+  const opened = await DlBuffer.openTicket(ticket); // this process's own ticket
+  opened.typedArray()[1] = 7;
+  assert.equal(shared.typedArray()[1], 7, 'the same memory, mapped again');
+  await assert.rejects(DlBuffer.openTicket(ticket), (e) => e.code === dlb.codes.DLB_ERR_DELETED && /open/.test(e.message),
+    'a ticket opens once');
+  refused('DLB_ERR_DELETED', () => DlBuffer.openTicketSync(ticket));
+  opened.close();
+  shared.close();
 });
 
 test('bad input: a malformed tensor stays its owner\'s', () => {
@@ -227,11 +253,11 @@ test('a worker thread has its own environment', async () => {
     const { parentPort } = require('node:worker_threads');
     const dlb = require(${JSON.stringify(require.resolve(process.env.DLBRIDGE_NODE || '..'))});
     const nl = require(${JSON.stringify(process.env.DLB_TEST_NATIVE_ADDON)});
-    const b = dlb.Buffer.wrap(new Float32Array([1, 2, 3]), 'float32', [3]);
+    const b = dlb.DlbBuffer.wrap(new Float32Array([1, 2, 3]), 'float32', [3]);
     const t = b.exportLegacy();
     b.close();
     nl.consumeOnThread(t.transfer(), false);
-    const out = dlb.Buffer.alloc('float64', [2]);
+    const out = dlb.DlbBuffer.alloc('float64', [2]);
     out.typedArray().set([4, 5]);
     parentPort.postMessage(out.exportVersioned().transfer());  // dlbridge memory outlives the worker
     out.close();`;

@@ -149,6 +149,30 @@ static napi_value js_malformed_deletes(napi_env env, napi_callback_info info) {
   return number(env, (double)malformed_deletes);
 }
 
+/* A strided tensor (every other float64 of 8, shape [4], strides [2]),
+ * legacy, static; its deleter counts. */
+static double strided_data[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+static int64_t strided_shape[1] = {4}, strided_strides[1] = {2};
+static long long strided_deletes;
+static void strided_deleter(DLManagedTensor* t) {
+  (void)t;
+  ++strided_deletes;
+}
+static DLManagedTensor strided = {
+    {strided_data, {kDLCPU, 0}, 1, {kDLFloat, 64, 1}, strided_shape, strided_strides, 0}, NULL, strided_deleter};
+
+static napi_value js_make_strided(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value v;
+  napi_create_bigint_uint64(env, (uint64_t)(uintptr_t)&strided, &v);
+  return v;
+}
+
+static napi_value js_strided_deletes(napi_env env, napi_callback_info info) {
+  (void)info;
+  return number(env, (double)strided_deletes);
+}
+
 static napi_value js_deleter_calls(napi_env env, napi_callback_info info) {
   (void)info;
   return number(env, (double)nl_deleter_calls());
@@ -166,7 +190,8 @@ NAPI_MODULE_INIT() {
   } fns[] = {{"sum", js_sum},   {"store", js_store}, {"data", js_data}, {"consume", js_consume},
              {"consumeOnThread", js_consume_on_thread}, {"make", js_make},
              {"deleterCalls", js_deleter_calls}, {"live", js_live}, {"makeMalformed", js_make_malformed},
-             {"malformedDeletes", js_malformed_deletes}};
+             {"malformedDeletes", js_malformed_deletes}, {"makeStrided", js_make_strided},
+             {"stridedDeletes", js_strided_deletes}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) {
     napi_value f;
     napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);
