@@ -99,10 +99,9 @@ JS
 }
 
 echo "== 59-node: (b) the guide's install line, without a system libdlbridge: the prebuilt addon"
-# docs/javascript.md's first ```sh block, run as written in a fresh folder
-# holding the tarball; npm kept offline.
-line=$(awk '/^```sh$/ {on = 1; next} on && /^```$/ {exit} on {print}' docs/javascript.md)
-[ -n "$line" ] || fail "docs/javascript.md has no install line"
+# docs/javascript.md's installation block (`<!-- install: npm -->`), run as
+# written in a fresh folder holding the tarball; npm kept offline.
+line=$(bash "$root/scripts/install-doc-block" npm docs/javascript.md) || fail "docs/javascript.md has no install line"
 echo "\$ $line"
 b=$work/prebuilt
 mkdir -p "$b" && cp "$tgz" "$b/"
