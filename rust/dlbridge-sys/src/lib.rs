@@ -592,7 +592,12 @@ extern "C" {
     pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;
     pub fn dlb_shared_mappings() -> i64;
     pub fn dlb_share_ticket_issue(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_ticket) -> dlb_status;
-    pub fn dlb_share_ticket_open(ticket: *const c_void, size: usize, flags: u64, out: *mut *mut dlb_buffer) -> dlb_status;
+    pub fn dlb_share_ticket_open(
+        ticket: *const c_void,
+        size: usize,
+        flags: u64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
     pub fn dlb_share_ticket_server(held: *mut i64, connections: *mut i64, links: *mut i64) -> i32;
     pub fn dlb_share_ticket_withdraw(ticket: *const c_void, size: usize, withdrawn: *mut i64) -> dlb_status;
     pub fn dlb_share_ticket_wait(timeout_ms: i64) -> i64;

@@ -72,14 +72,16 @@ fn generated() -> String {
     builder.generate().expect("bindgen could not read dlbridge.h").to_string()
 }
 
+/// A struct as declared: `#[repr(C)]`, and its fields (name, type) in order,
+/// or None when opaque (only private zero-size markers).
+type StructDecl = (bool, Option<Vec<(String, syn::Type)>>);
+
 /// The items of one Rust source, by kind and name.
 #[derive(Default)]
 struct Items {
     /// function name -> (parameter types, return type), unresolved.
     functions: BTreeMap<String, (Vec<syn::Type>, Option<syn::Type>)>,
-    /// struct name -> (repr(C), fields (name, type) in order; None when
-    /// opaque: a struct whose only fields are private zero-size markers).
-    structs: BTreeMap<String, (bool, Option<Vec<(String, syn::Type)>>)>,
+    structs: BTreeMap<String, StructDecl>,
     aliases: BTreeMap<String, syn::Type>,
     constants: BTreeMap<String, syn::Expr>,
 }
@@ -376,7 +378,8 @@ fn declarations_match_the_header() {
                 let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
                 let our_names: Vec<&str> = our_fields.iter().map(|(n, _)| n.as_str()).collect();
                 if names != our_names {
-                    problems.push(format!("struct {name}: fields {names:?} in the header, {our_names:?} in dlbridge-sys"));
+                    problems
+                        .push(format!("struct {name}: fields {names:?} in the header, {our_names:?} in dlbridge-sys"));
                     continue;
                 }
                 for ((field, a), (_, b)) in fields.iter().zip(our_fields) {

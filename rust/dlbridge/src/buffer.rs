@@ -619,7 +619,13 @@ impl Buffer {
                 if n > 0 {
                     // SAFETY: the view holds `bytes` readable bytes; out has
                     // room for them; they do not overlap.
-                    unsafe { ptr::copy_nonoverlapping(view.data as *const u8, out.as_mut_ptr() as *mut u8, n * mem::size_of::<T>()) };
+                    unsafe {
+                        ptr::copy_nonoverlapping(
+                            view.data as *const u8,
+                            out.as_mut_ptr() as *mut u8,
+                            n * mem::size_of::<T>(),
+                        )
+                    };
                 }
             }
             None => {

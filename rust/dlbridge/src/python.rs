@@ -241,10 +241,7 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: &FromDlpack) -> PyResul
     let method = match obj.getattr("__dlpack__") {
         Ok(m) => m,
         Err(_) => {
-            return Err(PyTypeError::new_err(format!(
-                "an object of type {} has no __dlpack__",
-                obj.get_type().name()?
-            )))
+            return Err(PyTypeError::new_err(format!("an object of type {} has no __dlpack__", obj.get_type().name()?)))
         }
     };
     let version = crate::dlpack_version();

@@ -177,7 +177,9 @@ pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: ShareFlags) -> 
     let mut raw = ptr::null_mut();
     let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr().cast(), description.len(), flags.bits(), &mut raw) })?;
+    check(unsafe {
+        sys::dlb_buffer_open_shared(fd, description.as_ptr().cast(), description.len(), flags.bits(), &mut raw)
+    })?;
     // SAFETY: a new handle the library just gave us.
     unsafe { Buffer::from_new(raw) }
 }

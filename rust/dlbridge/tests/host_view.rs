@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::atomic::Ordering;
 
-use dlbridge::{ffi, live_exports, BufferFlags, Buffer, Status};
+use dlbridge::{ffi, live_exports, Buffer, BufferFlags, Status};
 
 #[test]
 fn backend_storage_has_no_host_view_but_copies() {
@@ -46,8 +46,9 @@ fn the_view_is_the_librarys() {
 
 #[test]
 fn read_only_buffers_refuse_write_views_with_the_librarys_message() {
-    let mut ro = Buffer::wrap_boxed_slice_strided(vec![7u8; 4].into_boxed_slice(), &[4], None, 0, BufferFlags::READ_ONLY)
-        .unwrap();
+    let mut ro =
+        Buffer::wrap_boxed_slice_strided(vec![7u8; 4].into_boxed_slice(), &[4], None, 0, BufferFlags::READ_ONLY)
+            .unwrap();
     let e = ro.as_mut_slice::<u8>().unwrap_err();
     assert_eq!(e.status(), Status::ReadOnly);
     assert!(e.message().contains("read-only"), "{}", e.message());
