@@ -93,6 +93,28 @@ fn refcount(t: &Bound<'_, Tensor>) -> i64 {
     t.get().buffer().refcount()
 }
 
+/// docs/rust.md's example, word for word: doubles any float32 tensor in
+/// place.
+#[pyfunction]
+fn double(x: Buffer) -> PyResult<Buffer> {
+    let view = x.host_view(true)?; // the library says whether it may be written
+    if view.dtype != dlbridge::DLDataType::F32 {
+        return Err(pyo3::exceptions::PyTypeError::new_err("float32 only"));
+    }
+    // SAFETY: the library's writable view of `numel` compact elements,
+    // alive while `x` is.
+    let xs = unsafe { std::slice::from_raw_parts_mut(view.data as *mut f32, view.numel as usize) };
+    xs.iter_mut().for_each(|v| *v *= 2.0);
+    Ok(x) // back to Python as a dlbridge Tensor over the same memory
+}
+
+/// Drops the buffer on another thread, detached from the interpreter: the
+/// producer's deleter must attach to it on its own.
+#[pyfunction]
+fn drop_on_thread(py: Python<'_>, x: Buffer) {
+    py.detach(move || std::thread::spawn(move || drop(x)).join().expect("the dropping thread panicked"));
+}
+
 #[pymodule]
 fn dlbridge_pytest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     python::register(m)?;
@@ -105,5 +127,7 @@ fn dlbridge_pytest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arange_f32, m)?)?;
     m.add_function(wrap_pyfunction!(live_exports, m)?)?;
     m.add_function(wrap_pyfunction!(refcount, m)?)?;
+    m.add_function(wrap_pyfunction!(double, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_on_thread, m)?)?;
     Ok(())
 }

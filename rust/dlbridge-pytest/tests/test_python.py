@@ -179,3 +179,132 @@ def test_legacy_producer_is_asked_again_without_keywords():
 
     t = m.roundtrip(Legacy())
     assert t.data_ptr == a.ctypes.data and m.values(t) == [0, 1, 2, 3]
+
+
+def test_a_producers_own_refusal_reaches_python_as_raised():
+    a = np.arange(4, dtype=np.float32)
+    a.flags.writeable = False
+
+    class Legacy:
+        def __dlpack__(self, stream=None):
+            return a.__dlpack__()  # numpy refuses read-only memory in a legacy capsule
+
+    with pytest.raises(BufferError) as e:
+        m.roundtrip(Legacy())
+    assert not isinstance(e.value, m.ExportError)  # numpy's, not the library's
+
+
+def test_copy_is_passed_to_the_producer():
+    a = np.arange(6, dtype=np.float64)
+    assert m.copied(a, False).data_ptr == a.ctypes.data
+    c = m.copied(a, True)
+    assert c.data_ptr != a.ctypes.data and m.values(c) == a.tolist()
+
+
+def test_zero_dimensional():
+    t = m.roundtrip(np.asarray(3.5))
+    assert t.shape == () and m.values(t) == [3.5]
+
+
+def test_the_docs_example_doubles_in_place():
+    a = np.arange(4, dtype=np.float32)
+    t = m.double(a)
+    assert a.tolist() == [0, 2, 4, 6] and t.data_ptr == a.ctypes.data
+    torch = pytest.importorskip("torch")
+    x = torch.ones(3)
+    m.double(x)
+    assert x.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(TypeError):
+        m.double(np.arange(3.0))
+
+
+def test_deleter_runs_once_when_dropped_on_another_thread():
+    a = np.arange(8, dtype=np.float32)
+    before = sys.getrefcount(a)
+    m.drop_on_thread(a)
+    gc.collect()
+    assert sys.getrefcount(a) == before
+    h = Handmade()
+    m.drop_on_thread(h)
+    assert h.deleted == 1
+
+
+# A producer made by hand with ctypes: the library's import checks decide.
+import ctypes  # noqa: E402
+
+
+class _Device(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _Device), ("ndim", ctypes.c_int32), ("dtype", _DType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _Managed(ctypes.Structure):
+    _fields_ = [("version", _Version), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _Tensor)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class Handmade:
+    """Four float32 values in a versioned capsule without a destructor;
+    the deleter counts its calls."""
+
+    def __init__(self, major=1, ndim=1, code=2, extent=4):
+        self.values = (ctypes.c_float * 4)(1, 2, 3, 4)
+        self.shape = (ctypes.c_int64 * 1)(extent)
+        self.strides = (ctypes.c_int64 * 1)(1)
+        self.deleted = 0
+
+        def deleter(_):
+            self.deleted += 1
+
+        self.deleter = _DELETER(deleter)
+        tensor = _Tensor(ctypes.cast(self.values, ctypes.c_void_p), _Device(1, 0), ndim, _DType(code, 32, 1),
+                         self.shape, self.strides, 0)
+        self.managed = _Managed(_Version(major, 0), None, self.deleter, 0, tensor)
+
+    def __dlpack__(self, **kwargs):
+        return _capsule_new(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+
+
+def test_handmade_producer_in_and_its_deleter_once():
+    h = Handmade()
+    t = m.roundtrip(h)
+    assert t.data_ptr == ctypes.addressof(h.values) and m.values(t) == [1, 2, 3, 4]
+    assert h.deleted == 0
+    del t
+    gc.collect()
+    assert h.deleted == 1
+
+
+@pytest.mark.parametrize("kwargs, status", [
+    ({"major": 2}, "DLB_ERR_VERSION"),
+    ({"ndim": -1}, "DLB_ERR_INVALID_ARGUMENT"),
+    ({"extent": -3}, "DLB_ERR_MALFORMED"),
+    ({"code": 99}, "DLB_ERR_UNSUPPORTED_DTYPE"),
+])
+def test_the_library_refuses_bad_tensors(kwargs, status):
+    h = Handmade(**kwargs)
+    with pytest.raises(m.Error) as e:
+        m.roundtrip(h)
+    assert e.value.status_name == status, str(e.value)
+    assert h.deleted == 0  # refused: the tensor is still the producer's

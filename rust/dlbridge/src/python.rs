@@ -252,13 +252,14 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: &FromDlpack) -> PyResul
     }
     let capsule = match method.call((), Some(&kwargs)) {
         Ok(c) => c,
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+        Err(first) if first.is_instance_of::<PyTypeError>(py) => {
             // A producer of the protocol before 1.0 takes no keywords.
             let legacy_kwargs = PyDict::new(py);
             if let Some(copy) = options.copy {
                 legacy_kwargs.set_item("copy", copy)?;
             }
-            method.call((), if options.copy.is_some() { Some(&legacy_kwargs) } else { None }).map_err(|_| e)?
+            // What this call raises is the producer's answer.
+            method.call((), if options.copy.is_some() { Some(&legacy_kwargs) } else { None })?
         }
         Err(e) => return Err(e),
     };
