@@ -308,3 +308,30 @@ def test_the_library_refuses_bad_tensors(kwargs, status):
         m.roundtrip(h)
     assert e.value.status_name == status, str(e.value)
     assert h.deleted == 0  # refused: the tensor is still the producer's
+
+
+def test_copy_true_holds_when_a_producer_ignores_it():
+    a = np.arange(3.0)
+
+    class Ignores:  # shares its memory whatever copy says
+        def __dlpack__(self, **kwargs):
+            return a.__dlpack__(max_version=(1, 0))
+
+    class Legacy:  # cannot be asked to copy at all
+        def __dlpack__(self, stream=None):
+            return a.__dlpack__()
+
+    for producer in (Ignores(), Legacy()):
+        c = m.copied(producer, True)
+        assert c.data_ptr != a.ctypes.data and m.values(c) == [0.0, 1.0, 2.0]
+        assert m.copied(producer, False).data_ptr == a.ctypes.data
+
+
+def test_a_read_only_tensor_is_refused_where_writable_is_required():
+    t = m.arange_f32([2], read_only=True)
+    assert m.roundtrip(t).data_ptr == t.data_ptr
+    with pytest.raises(m.Error) as e:
+        m.writable(t)
+    assert e.value.status_name == "DLB_ERR_READ_ONLY"
+    w = m.arange_f32([2])
+    assert m.writable(w).data_ptr == w.data_ptr

@@ -52,6 +52,7 @@ use pyo3::{ffi as pyffi, Borrowed};
 use crate::dtype::DataTypeExt;
 use crate::error::Status;
 use crate::ffi::{self, DLManagedTensor, DLManagedTensorVersioned};
+use crate::flags::BufferFlags;
 use crate::options::{CopyPolicy, ExportOptions, ImportOptions};
 use crate::Buffer;
 
@@ -220,23 +221,29 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
 
 /// Any object with `__dlpack__` as a [`Buffer`].
 ///
-/// A [`Tensor`] of this module gives its own buffer (another handle on
-/// it). Any other object is asked `__dlpack__(max_version=(1, minor))`,
-/// with the DLPack version the library speaks (`dlb_dlpack_version`), and
-/// `copy` when given; a `TypeError` of that call earns one call without
-/// those keywords (producers of the protocol before DLPack 1.0). What it
-/// gives goes to the library's import with `options.import`; the
-/// producer's exceptions are raised as they are, the library's refusals as
-/// [`Error`] with the status name.
+/// A [`Tensor`] of this module, with default options, gives its own buffer
+/// (another handle on it). Any other object (or a `Tensor` with options) is
+/// asked `__dlpack__(max_version=(1, minor))`, with the DLPack version the
+/// library speaks (`dlb_dlpack_version`), and `copy` when given; a
+/// `TypeError` of that call earns one call without keywords (producers of
+/// the protocol before DLPack 1.0, which cannot be asked to copy). What it
+/// gives goes to the library's import with `options.import`. With
+/// `copy: Some(true)`, a tensor the producer did not mark copied is copied
+/// by the library's export planner (`Buffer::resolve`). The producer's
+/// exceptions are raised as they are, the library's refusals as [`Error`]
+/// with the status name.
 pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: &FromDlpack) -> PyResult<Buffer> {
     let py = obj.py();
-    if let Ok(tensor) = obj.cast::<Tensor>() {
-        let buffer = tensor.get().buffer.clone();
-        // The library's import checks still apply to a Tensor's own buffer.
-        if options.import.as_raw().require_writable != 0 {
-            buffer.host_view(true).map_err(|e| raise::<Error>(py, &e))?;
+    let default_import = ImportOptions::new();
+    let plain = options.copy.is_none() && {
+        let (a, b) = (options.import.as_raw(), default_import.as_raw());
+        (a.require_alignment, a.require_contiguous, a.require_writable, a.flags)
+            == (b.require_alignment, b.require_contiguous, b.require_writable, b.flags)
+    };
+    if plain {
+        if let Ok(tensor) = obj.cast::<Tensor>() {
+            return Ok(tensor.get().buffer.clone());
         }
-        return Ok(buffer);
     }
     let method = match obj.getattr("__dlpack__") {
         Ok(m) => m,
@@ -253,17 +260,20 @@ pub fn from_dlpack_with(obj: &Bound<'_, PyAny>, options: &FromDlpack) -> PyResul
     let capsule = match method.call((), Some(&kwargs)) {
         Ok(c) => c,
         Err(first) if first.is_instance_of::<PyTypeError>(py) => {
-            // A producer of the protocol before 1.0 takes no keywords.
-            let legacy_kwargs = PyDict::new(py);
-            if let Some(copy) = options.copy {
-                legacy_kwargs.set_item("copy", copy)?;
-            }
-            // What this call raises is the producer's answer.
-            method.call((), if options.copy.is_some() { Some(&legacy_kwargs) } else { None })?
+            // A producer of the protocol before 1.0 takes no keywords; what
+            // this call raises is the producer's answer.
+            method.call0()?
         }
         Err(e) => return Err(e),
     };
-    import_capsule(&capsule, &options.import)
+    let buffer = import_capsule(&capsule, &options.import)?;
+    if options.copy == Some(true) && !buffer.flags().contains(BufferFlags::COPIED) {
+        // A producer that ignored copy=True (or cannot say it copied: a
+        // legacy capsule) shares its memory: the library's export planner
+        // makes the copy that was asked for.
+        return buffer.resolve(&ExportOptions::new().copy(CopyPolicy::Always)).map_err(|e| raise::<Error>(py, &e));
+    }
+    Ok(buffer)
 }
 
 impl<'a, 'py> FromPyObject<'a, 'py> for Buffer {
