@@ -97,11 +97,14 @@ grep -o "cargo::error=.*" "$probe_log" | cut -c1-160
 echo "== 50-rust: cargo publish --dry-run -p dlbridge-sys -p dlbridge"
 dirty=()
 [ "${CI:-}" = "true" ] || dirty=(--allow-dirty)
-cargo publish --dry-run --locked "${dirty[@]}" -p dlbridge-sys -p dlbridge
+# target/package/ and the uplifted libdlbridge_pytest.so below are one path
+# for every clone sharing the target directory: each step holds a lock.
+lock=$CARGO_TARGET_DIR/.dlbridge-stage.lock
+flock "$lock" cargo publish --dry-run --locked "${dirty[@]}" -p dlbridge-sys -p dlbridge
 
 echo "== 50-rust: the python feature from Python ($("$python" --version))"
-cargo build --offline --locked -p dlbridge-pytest
 pymod=$(mktemp -d)
-cp "$CARGO_TARGET_DIR/debug/libdlbridge_pytest.so" "$pymod/dlbridge_pytest.abi3.so"
+flock "$lock" bash -c 'cargo build --offline --locked -p dlbridge-pytest &&
+  cp "$CARGO_TARGET_DIR/debug/libdlbridge_pytest.so" "$1/dlbridge_pytest.abi3.so"' _ "$pymod"
 (cd "$root/rust/dlbridge-pytest" && PYTHONPATH=$pymod "$python" -m pytest -q -p no:cacheprovider tests/test_python.py)
 echo "50-rust: OK (cargo test, bindgen comparison, clippy, fmt, publish --dry-run of both crates, pyo3 from Python)"
