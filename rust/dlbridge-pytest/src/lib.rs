@@ -115,6 +115,15 @@ fn drop_on_thread(py: Python<'_>, x: Buffer) {
     py.detach(move || std::thread::spawn(move || drop(x)).join().expect("the dropping thread panicked"));
 }
 
+/// Drops the buffer while a ValueError("kept") is in flight, then raises
+/// that error: the producer's deleter must neither see nor clear it.
+#[pyfunction]
+fn drop_while_raising(py: Python<'_>, x: Buffer) -> PyResult<()> {
+    PyValueError::new_err("kept").restore(py);
+    drop(x);
+    Err(PyErr::fetch(py))
+}
+
 #[pymodule]
 fn dlbridge_pytest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     python::register(m)?;
@@ -129,5 +138,6 @@ fn dlbridge_pytest(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(refcount, m)?)?;
     m.add_function(wrap_pyfunction!(double, m)?)?;
     m.add_function(wrap_pyfunction!(drop_on_thread, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_while_raising, m)?)?;
     Ok(())
 }

@@ -286,6 +286,13 @@ class Handmade:
         return _capsule_new(ctypes.addressof(self.managed), b"dltensor_versioned", None)
 
 
+def test_a_deleter_run_while_an_exception_is_in_flight_keeps_it():
+    h = Handmade()
+    with pytest.raises(ValueError, match="kept"):
+        m.drop_while_raising(h)
+    assert h.deleted == 1
+
+
 def test_handmade_producer_in_and_its_deleter_once():
     h = Handmade()
     t = m.roundtrip(h)

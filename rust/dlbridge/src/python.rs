@@ -94,6 +94,16 @@ impl From<crate::Error> for PyErr {
 // Import
 // ---------------------------------------------------------------------------
 
+/// Runs a producer's deleter with any exception already in flight set
+/// aside (a deleter that runs Python code must not see or clear it).
+fn keeping_exception(py: Python<'_>, run: impl FnOnce()) {
+    let pending = PyErr::take(py);
+    run();
+    if let Some(e) = pending {
+        e.restore(py);
+    }
+}
+
 /// Deleter of the copy of a producer's versioned tensor handed to the
 /// library: attaches to the interpreter, then runs the producer's deleter.
 unsafe extern "C" fn attached_deleter_versioned(shim: *mut DLManagedTensorVersioned) {
@@ -104,7 +114,7 @@ unsafe extern "C" fn attached_deleter_versioned(shim: *mut DLManagedTensorVersio
     if let Some(deleter) = unsafe { original.as_ref() }.and_then(|t| t.deleter) {
         // None: the interpreter is gone; the producer's memory leaks.
         // SAFETY: called once, as the producer's deleter expects.
-        let _ = Python::try_attach(|_| unsafe { deleter(original) });
+        let _ = Python::try_attach(|py| keeping_exception(py, || unsafe { deleter(original) }));
     }
 }
 
@@ -115,7 +125,7 @@ unsafe extern "C" fn attached_deleter_legacy(shim: *mut DLManagedTensor) {
     // SAFETY: as above.
     if let Some(deleter) = unsafe { original.as_ref() }.and_then(|t| t.deleter) {
         // SAFETY: as above.
-        let _ = Python::try_attach(|_| unsafe { deleter(original) });
+        let _ = Python::try_attach(|py| keeping_exception(py, || unsafe { deleter(original) }));
     }
 }
 
