@@ -16,7 +16,8 @@
 #      dlbridge-sys in a local registry; asks crates.io's index);
 #   5. the pyo3 feature from Python: dlbridge-pytest built, imported by the
 #      peer environment's CPython 3.12 (scripts/peers-env), and its pytest
-#      suite run with numpy 2, torch 2 and JAX.
+#      suite run with numpy 2, torch 2, JAX and this build's dlbridge
+#      Python package as producers and consumers.
 # Crates come from scripts/rust-env (fetched once into a cargo home under
 # /var/cache/dlbridge, with a shared target directory there): warm, about
 # 2 minutes on 2 cores; cold (pyo3, bindgen and syn compiled), about 6.
@@ -106,5 +107,12 @@ echo "== 50-rust: the python feature from Python ($("$python" --version))"
 pymod=$(mktemp -d)
 flock "$lock" bash -c 'cargo build --offline --locked -p dlbridge-pytest &&
   cp "$CARGO_TARGET_DIR/debug/libdlbridge_pytest.so" "$1/dlbridge_pytest.abi3.so"' _ "$pymod"
-(cd "$root/rust/dlbridge-pytest" && PYTHONPATH=$pymod "$python" -m pytest -q -p no:cacheprovider tests/test_python.py)
+# The build's Python package beside it: tensors both ways, one library.
+pytest_log=$pymod/pytest.log
+(cd "$root/rust/dlbridge-pytest" && PYTHONPATH=$pymod:$build/python "$python" -m pytest -q -p no:cacheprovider -rs tests/test_python.py) | tee "$pytest_log"
+# The peer environment has every producer: a skipped test is a failure here.
+if grep -q "skipped" "$pytest_log"; then
+  echo "50-rust: FAILED: a producer of the pyo3 tests is missing (skipped above)" >&2
+  exit 1
+fi
 echo "50-rust: OK (cargo test, bindgen comparison, clippy, fmt, publish --dry-run of both crates, pyo3 from Python)"

@@ -342,3 +342,15 @@ def test_a_read_only_tensor_is_refused_where_writable_is_required():
     assert e.value.status_name == "DLB_ERR_READ_ONLY"
     w = m.arange_f32([2])
     assert m.writable(w).data_ptr == w.data_ptr
+
+
+def test_the_dlbridge_python_package_both_ways():
+    dlbridge = pytest.importorskip("dlbridge")  # the build's package (the stage puts it on the path)
+    a = np.arange(4, dtype=np.float32)
+    t = dlbridge.from_dlpack(a)
+    assert m.roundtrip(t).data_ptr == t.data_ptr == a.ctypes.data
+    r = m.arange_f32([3])
+    back = dlbridge.from_dlpack(r)
+    assert back.data_ptr == r.data_ptr and back.shape == (3,)
+    assert dlbridge.live_exports() == m.live_exports()  # one library
+    del t, back

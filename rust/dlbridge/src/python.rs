@@ -2,8 +2,8 @@
 //! (feature `python`).
 //!
 //! - [`from_dlpack`] takes any object with `__dlpack__` (numpy, torch, JAX,
-//!   CuPy, a [`Tensor`] of this module, the `dlbridge` Python package's
-//!   tensors) into a [`Buffer`], zero-copy. `Buffer` implements
+//!   a [`Tensor`] of this module, the `dlbridge` Python package's tensors)
+//!   into a [`Buffer`], zero-copy when the producer shares its memory. `Buffer` implements
 //!   `FromPyObject`, so a `#[pyfunction]` can take one as an argument.
 //! - [`Tensor`] is a Python class holding a `Buffer`, with `__dlpack__` and
 //!   `__dlpack_device__`, so `numpy.from_dlpack`, `torch.from_dlpack`,
@@ -25,7 +25,8 @@
 //! Producers' deleters may run Python code (numpy 1.x frees objects from
 //! its deleter without taking the GIL), and the library may run a deleter
 //! on any thread: every imported tensor's deleter is wrapped in one that
-//! attaches to the interpreter first; once the interpreter has gone, the
+//! attaches to the interpreter first (and sets aside, then restores, an
+//! exception already in flight); once the interpreter has gone, the
 //! producer's tensor is left alone (leaked) rather than freed without it.
 //!
 //! ```ignore
