@@ -7,7 +7,10 @@
 //!    `DLBRIDGE_NO_PKG_CONFIG` is set (the `pkg-config` crate's rule).
 //! 2. `DLBRIDGE_LIB_DIR`: a directory holding `libdlbridge.so` (or `.a`).
 //!
-//! Neither: the build stops with a message naming both. The directory found
+//! Neither: the build stops with a message naming both. When pkg-config
+//! finds the library and `DLBRIDGE_LIB_DIR` names another directory, the
+//! build says so in a warning (`DLBRIDGE_NO_PKG_CONFIG=1` makes it use
+//! `DLBRIDGE_LIB_DIR`). The directory found
 //! is passed on to dependents as `DEP_DLBRIDGE_LIB_DIR` (the `links` key).
 
 use std::env;
@@ -23,6 +26,15 @@ fn main() {
             // The crate printed the link lines; tell dependents where.
             if let Some(dir) = library.link_paths.first() {
                 println!("cargo:lib_dir={}", dir.display());
+                if let Ok(asked) = env::var("DLBRIDGE_LIB_DIR") {
+                    if !asked.is_empty() && Path::new(&asked) != dir.as_path() {
+                        println!(
+                            "cargo:warning=pkg-config found libdlbridge in {}; DLBRIDGE_LIB_DIR ({asked}) comes \
+                             after it and is not used (set DLBRIDGE_NO_PKG_CONFIG=1 to use it)",
+                            dir.display()
+                        );
+                    }
+                }
             }
             return;
         }
