@@ -112,9 +112,15 @@ pub const DLB_STATUS_COUNT: dlb_status = 15;
 pub const DLB_VERSION_MAJOR: u32 = 0;
 pub const DLB_VERSION_MINOR: u32 = 1;
 pub const DLB_VERSION_PATCH: u32 = 0;
+/// The header's version as major * 10000 + minor * 100 + patch (compare
+/// with `dlb_version_number()`).
+pub const DLB_VERSION_NUMBER: u32 = DLB_VERSION_MAJOR * 10000 + DLB_VERSION_MINOR * 100 + DLB_VERSION_PATCH;
 pub const DLB_DLPACK_MAJOR: u32 = 1;
 pub const DLB_DLPACK_MINOR: u32 = 3;
 pub const DLB_MAX_NDIM: i32 = 64;
+/// Name of the PyCapsule holding a `DLPackExchangeAPI*`
+/// (`__dlpack_c_exchange_api__`).
+pub const DLB_EXCHANGE_API_CAPSULE_NAME: &std::ffi::CStr = c"dlpack_exchange_api";
 
 pub const DLB_BUFFER_READ_ONLY: u64 = 1 << 0;
 pub const DLB_BUFFER_IMMUTABLE: u64 = 1 << 1;
@@ -149,6 +155,37 @@ pub const DLB_LAYOUT_STRIDED: i32 = 0;
 pub const DLB_LAYOUT_TILED: i32 = 1;
 pub const DLB_LAYOUT_MULTI_PART: i32 = 2;
 pub const DLB_LAYOUT_DYNAMIC: i32 = 3;
+
+/// `dlb_buffer_host_view` access: the caller only reads the elements.
+pub const DLB_HOST_VIEW_READ: u32 = 0;
+/// `dlb_buffer_host_view` access: the caller also writes the elements.
+pub const DLB_HOST_VIEW_WRITE: u32 = 1;
+
+/// `dlb_host_view`: what `dlb_buffer_host_view` says of a buffer's elements
+/// (set `struct_size`; the library writes the rest on success).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dlb_host_view {
+    pub struct_size: usize,
+    pub data: *mut c_void,
+    pub nbytes: u64,
+    pub numel: u64,
+    pub dtype: DLDataType,
+    pub writable: i32,
+}
+
+impl Default for dlb_host_view {
+    fn default() -> Self {
+        dlb_host_view {
+            struct_size: std::mem::size_of::<dlb_host_view>(),
+            data: std::ptr::null_mut(),
+            nbytes: 0,
+            numel: 0,
+            dtype: DLDataType { code: 0, bits: 0, lanes: 0 },
+            writable: 0,
+        }
+    }
+}
 
 /// Opaque reference-counted buffer handle.
 #[repr(C)]
@@ -269,6 +306,7 @@ extern "C" {
     pub fn dlb_buffer_nbytes(buffer: *const dlb_buffer) -> u64;
     pub fn dlb_buffer_refcount(buffer: *const dlb_buffer) -> i64;
     pub fn dlb_buffer_to_host(buffer: *mut dlb_buffer, out: *mut *mut dlb_buffer) -> dlb_status;
+    pub fn dlb_buffer_host_view(buffer: *const dlb_buffer, access: u32, out: *mut dlb_host_view) -> dlb_status;
 
     // Export
     pub fn dlb_export_options_init(options: *mut dlb_export_options);
@@ -543,20 +581,25 @@ extern "C" {
     pub fn dlb_buffer_is_shared(buffer: *mut dlb_buffer, out: *mut i32) -> dlb_status;
     pub fn dlb_buffer_open_shared(
         fd: i32,
-        description: *const u8,
+        description: *const c_void,
         size: usize,
         flags: u64,
         out: *mut *mut dlb_buffer,
     ) -> dlb_status;
-    pub fn dlb_share_description_kind(description: *const u8, size: usize, kind: *mut u32) -> dlb_status;
+    pub fn dlb_share_description_kind(description: *const c_void, size: usize, kind: *mut u32) -> dlb_status;
     pub fn dlb_share_descriptor_close(descriptor: *mut dlb_share_descriptor);
     pub fn dlb_share_send(socket_fd: i32, descriptor: *const dlb_share_descriptor) -> dlb_status;
     pub fn dlb_share_recv(socket_fd: i32, out: *mut dlb_share_descriptor) -> dlb_status;
     pub fn dlb_shared_mappings() -> i64;
     pub fn dlb_share_ticket_issue(buffer: *mut dlb_buffer, flags: u64, out: *mut dlb_share_ticket) -> dlb_status;
-    pub fn dlb_share_ticket_open(ticket: *const u8, size: usize, flags: u64, out: *mut *mut dlb_buffer) -> dlb_status;
+    pub fn dlb_share_ticket_open(
+        ticket: *const c_void,
+        size: usize,
+        flags: u64,
+        out: *mut *mut dlb_buffer,
+    ) -> dlb_status;
     pub fn dlb_share_ticket_server(held: *mut i64, connections: *mut i64, links: *mut i64) -> i32;
-    pub fn dlb_share_ticket_withdraw(ticket: *const u8, size: usize, withdrawn: *mut i64) -> dlb_status;
+    pub fn dlb_share_ticket_withdraw(ticket: *const c_void, size: usize, withdrawn: *mut i64) -> dlb_status;
     pub fn dlb_share_ticket_wait(timeout_ms: i64) -> i64;
 }
 

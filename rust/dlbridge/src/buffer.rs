@@ -5,7 +5,7 @@ use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-use crate::dtype::{DataTypeExt, DeviceExt, Element};
+use crate::dtype::{DataTypeExt, Element};
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{self, DLDataType, DLDevice, DLTensor};
 use crate::flags::BufferFlags;
@@ -446,42 +446,49 @@ impl Buffer {
             .ok_or_else(|| Error::new(Status::Internal, "export returned OK and NULL"))
     }
 
-    fn check_element<T: Element>(&self) -> Result<()> {
-        if self.is_deleted() {
-            return Err(Error::new(Status::Deleted, "buffer was deleted"));
-        }
-        if self.meta.dtype != T::DTYPE {
+    /// `dlb_buffer_host_view`: the library's answer to "may the CPU see this
+    /// buffer's elements without a copy, and write them?" (`write`), with
+    /// the first element, the compact byte count, the element count and
+    /// type. Refused, with the library's status and message, for a deleted
+    /// buffer, a backend's storage, memory the CPU cannot read, a strided
+    /// layout, a write view of a read-only buffer, NULL data with elements.
+    /// The view lends memory that stays valid while `self` lives (and the
+    /// buffer is not deleted); the crate decides none of this itself.
+    pub fn host_view(&self, write: bool) -> Result<ffi::dlb_host_view> {
+        let mut view = ffi::dlb_host_view::default();
+        let access = if write { ffi::DLB_HOST_VIEW_WRITE } else { ffi::DLB_HOST_VIEW_READ };
+        // SAFETY: live handle; view is writable with struct_size set.
+        check(unsafe { ffi::dlb_buffer_host_view(self.raw.as_ptr(), access, &mut view) })?;
+        Ok(view)
+    }
+
+    /// The element type `T` against the buffer's: the one check of this
+    /// crate's own (Rust's types are its business, not the library's).
+    fn check_dtype<T: Element>(&self, dtype: DLDataType) -> Result<()> {
+        if dtype != T::DTYPE {
             return Err(Error::new(
                 Status::UnsupportedDtype,
                 format!(
                     "buffer holds {} but {} was asked for",
-                    self.meta.dtype.name().unwrap_or_else(|_| format!("{:?}", self.meta.dtype)),
+                    dtype.name().unwrap_or_else(|_| format!("{dtype:?}")),
                     T::DTYPE.name().unwrap_or_default()
                 ),
-            ));
-        }
-        if !self.meta.device.is_host_accessible() || (self.meta.data == 0 && self.numel() != 0) {
-            return Err(Error::new(
-                Status::UnsupportedDevice,
-                "the buffer's memory is not host-accessible (use to_host())",
             ));
         }
         Ok(())
     }
 
-    fn contiguous_slice_parts<T: Element>(&self) -> Result<(*mut T, usize)> {
-        self.check_element::<T>()?;
-        if !self.is_contiguous() {
-            return Err(Error::new(
-                Status::UnsupportedLayout,
-                format!("strides {:?} of shape {:?} are not compact row-major", self.meta.strides, self.meta.shape),
-            ));
-        }
-        let n = usize::try_from(self.numel()).map_err(|_| Error::new(Status::Overflow, "too many elements"))?;
+    /// The host view's elements as `T`: pointer and count (a dangling
+    /// pointer for none), after the library's view and the type check; a
+    /// pointer not aligned for `T` is refused (a Rust slice needs it).
+    fn typed_view<T: Element>(&self, write: bool) -> Result<(*mut T, usize)> {
+        let view = self.host_view(write)?;
+        self.check_dtype::<T>(view.dtype)?;
+        let n = usize::try_from(view.numel).map_err(|_| Error::new(Status::Overflow, "too many elements"))?;
         if n == 0 {
             return Ok((NonNull::<T>::dangling().as_ptr(), 0));
         }
-        let p = self.data_ptr() as *mut T;
+        let p = view.data as *mut T;
         if (p as usize) & (mem::align_of::<T>() - 1) != 0 {
             return Err(Error::new(
                 Status::Alignment,
@@ -489,6 +496,25 @@ impl Buffer {
             ));
         }
         Ok((p, n))
+    }
+
+    /// A read view for `get` and `to_vec`: `Ok(Some(view))` for a compact
+    /// buffer, `Ok(None)` when the library refused only because the layout
+    /// is strided (its rule checks the memory itself first: a deleted
+    /// buffer, a backend's storage or a device the CPU cannot read is refused
+    /// as such), then read through the library's strided copy.
+    fn read_view<T: Element>(&self) -> Result<Option<ffi::dlb_host_view>> {
+        match self.host_view(false) {
+            Ok(view) => {
+                self.check_dtype::<T>(view.dtype)?;
+                Ok(Some(view))
+            }
+            Err(e) if e.status() == Status::UnsupportedLayout => {
+                self.check_dtype::<T>(self.meta.dtype)?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The elements of a compact host buffer whose dtype is `T`, borrowed.
@@ -503,7 +529,7 @@ impl Buffer {
     /// its producer either. A read-only buffer whose producer keeps to that
     /// flag meets this.
     pub unsafe fn as_slice<T: Element>(&self) -> Result<&[T]> {
-        let (p, n) = self.contiguous_slice_parts::<T>()?;
+        let (p, n) = self.typed_view::<T>(false)?;
         // SAFETY: p points at n initialised elements of T (any bit pattern is
         // valid), kept alive by our reference; unchanged while borrowed, per
         // the contract above.
@@ -515,9 +541,7 @@ impl Buffer {
     /// so the returned slice is the only way to the memory from this process
     /// apart from an imported tensor's own producer.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
-        if self.is_read_only() {
-            return Err(Error::new(Status::ReadOnly, "buffer is read-only"));
-        }
+        let (p, n) = self.typed_view::<T>(true)?;
         let rc = self.refcount();
         if rc != 1 {
             return Err(Error::new(
@@ -525,14 +549,13 @@ impl Buffer {
                 format!("buffer is shared ({rc} references); mutable access needs the only one"),
             ));
         }
-        let (p, n) = self.contiguous_slice_parts::<T>()?;
         // SAFETY: as in as_slice, and no other reference exists.
         Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
     }
 
     /// One element at a multi-index, whatever the strides.
     pub fn get<T: Element>(&self, index: &[i64]) -> Result<T> {
-        self.check_element::<T>()?;
+        let view = self.read_view::<T>()?;
         if index.len() != self.meta.shape.len() {
             return Err(out_of_range(format!(
                 "index has {} coordinates, the buffer {} dimensions",
@@ -547,23 +570,72 @@ impl Buffer {
             }
             offset += i * s;
         }
-        let p = (self.data_ptr() as *const u8).wrapping_offset(offset as isize * mem::size_of::<T>() as isize);
-        // SAFETY: the index is in bounds of a view the library validated.
-        Ok(unsafe { ptr::read_unaligned(p as *const T) })
+        let byte_offset = offset as isize * mem::size_of::<T>() as isize;
+        if let Some(view) = view {
+            let p = (view.data as *const u8).wrapping_offset(byte_offset);
+            // SAFETY: the library's host view of live memory; the index is
+            // in bounds of its layout.
+            return Ok(unsafe { ptr::read_unaligned(p as *const T) });
+        }
+        // Strided: the one element as a 0-d tensor, copied by the library.
+        let mut element = self.dltensor()?;
+        element.byte_offset = (element.byte_offset as i64 + byte_offset as i64) as u64;
+        element.ndim = 0;
+        element.shape = ptr::null_mut();
+        element.strides = ptr::null_mut();
+        let mut out = MaybeUninit::<T>::uninit();
+        // SAFETY: a view of one element inside the buffer's memory (index
+        // checked above); out has room for one T.
+        check(unsafe {
+            ffi::dlb_copy_to_contiguous(&element, out.as_mut_ptr() as *mut c_void, mem::size_of::<T>() as u64)
+        })?;
+        // SAFETY: the copy wrote it.
+        Ok(unsafe { out.assume_init() })
     }
 
-    /// All elements as a compact row-major `Vec`, whatever the strides
-    /// (`dlb_copy_to_contiguous`).
+    /// All elements as a compact row-major `Vec`, whatever the strides and
+    /// wherever the memory: the library's host view copied, its strided copy
+    /// (`dlb_copy_to_contiguous`), or, for memory the library says has no
+    /// host view (a backend's storage, a device's memory), a host copy made
+    /// by `to_host` (which refuses what it cannot copy).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        self.check_element::<T>()?;
+        let view = match self.read_view::<T>() {
+            Err(e) if matches!(e.status(), Status::NotZeroCopy | Status::UnsupportedDevice) => {
+                return self.to_host()?.to_vec();
+            }
+            other => other?,
+        };
         let n = usize::try_from(self.numel()).map_err(|_| Error::new(Status::Overflow, "too many elements"))?;
-        let view = self.dltensor()?;
         let mut out: Vec<T> = Vec::with_capacity(n);
         let bytes = (n * mem::size_of::<T>()) as u64;
-        // SAFETY: view is the library's own view of live memory; out has room
-        // for n elements.
-        check(unsafe { ffi::dlb_copy_to_contiguous(&view, out.as_mut_ptr() as *mut c_void, bytes) })?;
-        // SAFETY: the copy wrote all n elements.
+        match view {
+            Some(view) => {
+                if view.nbytes != bytes {
+                    return Err(Error::new(
+                        Status::Internal,
+                        format!("host view has {} bytes, {n} elements need {bytes}", view.nbytes),
+                    ));
+                }
+                if n > 0 {
+                    // SAFETY: the view holds `bytes` readable bytes; out has
+                    // room for them; they do not overlap.
+                    unsafe {
+                        ptr::copy_nonoverlapping(
+                            view.data as *const u8,
+                            out.as_mut_ptr() as *mut u8,
+                            n * mem::size_of::<T>(),
+                        )
+                    };
+                }
+            }
+            None => {
+                let view = self.dltensor()?;
+                // SAFETY: view is the library's own view of live memory; out
+                // has room for n elements.
+                check(unsafe { ffi::dlb_copy_to_contiguous(&view, out.as_mut_ptr() as *mut c_void, bytes) })?;
+            }
+        }
+        // SAFETY: all n elements were written.
         unsafe { out.set_len(n) };
         Ok(out)
     }

@@ -20,6 +20,8 @@ mod error;
 mod flags;
 mod import;
 mod options;
+#[cfg(feature = "python")]
+pub mod python;
 #[cfg(all(unix, feature = "share"))]
 pub mod share;
 mod tensor;

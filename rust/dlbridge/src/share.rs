@@ -55,7 +55,7 @@ pub enum Kind {
 pub fn description_kind(description: &[u8]) -> Result<Kind> {
     let mut kind = u32::MAX;
     // SAFETY: description is read during the call; kind is writable.
-    check(unsafe { sys::dlb_share_description_kind(description.as_ptr(), description.len(), &mut kind) })?;
+    check(unsafe { sys::dlb_share_description_kind(description.as_ptr().cast(), description.len(), &mut kind) })?;
     match kind {
         sys::DLB_SHARE_KIND_HOST => Ok(Kind::Host),
         sys::DLB_SHARE_KIND_CUDA_IPC => Ok(Kind::CudaIpc),
@@ -177,7 +177,9 @@ pub fn open_shared(fd: Option<RawFd>, description: &[u8], flags: ShareFlags) -> 
     let mut raw = ptr::null_mut();
     let fd = fd.unwrap_or(-1);
     // SAFETY: description is read during the call; raw is writable.
-    check(unsafe { sys::dlb_buffer_open_shared(fd, description.as_ptr(), description.len(), flags.bits(), &mut raw) })?;
+    check(unsafe {
+        sys::dlb_buffer_open_shared(fd, description.as_ptr().cast(), description.len(), flags.bits(), &mut raw)
+    })?;
     // SAFETY: a new handle the library just gave us.
     unsafe { Buffer::from_new(raw) }
 }
@@ -242,7 +244,7 @@ impl Ticket {
     pub fn open(&self, flags: ShareFlags) -> Result<Buffer> {
         let mut raw = ptr::null_mut();
         // SAFETY: the bytes are read during the call; raw is writable.
-        check(unsafe { sys::dlb_share_ticket_open(self.0.as_ptr(), self.0.len(), flags.bits(), &mut raw) })?;
+        check(unsafe { sys::dlb_share_ticket_open(self.0.as_ptr().cast(), self.0.len(), flags.bits(), &mut raw) })?;
         // SAFETY: a new handle the library just gave us.
         unsafe { Buffer::from_new(raw) }
     }
@@ -253,7 +255,7 @@ impl Ticket {
     /// withdrawn already, `Status::InvalidArgument` for another process's.
     pub fn withdraw(&self) -> Result<()> {
         // SAFETY: the bytes are read during the call; the count may be NULL.
-        check(unsafe { sys::dlb_share_ticket_withdraw(self.0.as_ptr(), self.0.len(), ptr::null_mut()) })
+        check(unsafe { sys::dlb_share_ticket_withdraw(self.0.as_ptr().cast(), self.0.len(), ptr::null_mut()) })
     }
 }
 

@@ -368,6 +368,7 @@ fn every_header_function_is_declared() {
         ("dlb_buffer_is_shared", dlb_buffer_is_shared as *const ()),
         ("dlb_copy_to_contiguous_flags", dlb_copy_to_contiguous_flags as *const ()),
         ("dlb_layout_describe_flags", dlb_layout_describe_flags as *const ()),
+        ("dlb_buffer_host_view", dlb_buffer_host_view as *const ()),
     ];
     assert!(declared.iter().all(|(_, p)| !p.is_null()));
     let names = header_functions();
