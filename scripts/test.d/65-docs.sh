@@ -21,6 +21,11 @@ build=$(cd "$build" && pwd)
 lib=$build/src/libdlbridge.so
 [ -f "$lib" ] || { echo "65-docs: $lib not found (is '$1' a built dlbridge tree?)" >&2; exit 2; }
 
+# The Rust examples and `cargo doc` build offline from the cargo home of
+# scripts/rust-env (the crates of rust/Cargo.lock).
+CARGO_HOME=$(bash scripts/rust-env | tail -n 2 | head -n 1)
+export CARGO_HOME DLBRIDGE_NO_PKG_CONFIG=1
+
 failed=0
 fail() { echo "65-docs: FAIL: $*" >&2; failed=1; }
 step() { echo "== 65-docs: $* ($SECONDS s)"; }
