@@ -1,9 +1,11 @@
 package dlbridge
 
-// One versioned export ended by its deleter: from Go (Export, then Close,
-// which runs the deleter), and the same two C calls in a C loop in the same
-// process (testlib.ExportDeleteLoop), the yardstick. bench/README.md, "Go:
-// export and deleter", has the command and the figures.
+// One versioned export ended by its deleter, three ways in one run:
+// from Go (Export, then Close, which runs the deleter), the floor of any
+// Go binding (two bare cgo calls of an empty C function: what calling C
+// twice costs), and the same two C calls in a C loop in the same process
+// (testlib.ExportDeleteLoop). scripts/go-bench runs them in fresh
+// processes and prints medians, spreads and ratios.
 
 import (
 	"testing"
@@ -11,9 +13,10 @@ import (
 	"dlbridge.dev/dlbridge/internal/testlib"
 )
 
-func BenchmarkExportDeleteGo(b *testing.B) {
+func BenchmarkExportRelease(b *testing.B) {
 	buf := must(Alloc("float32", 16, 16))
 	defer buf.Close()
+	b.ReportAllocs()
 	for b.Loop() {
 		t, err := buf.Export(nil)
 		if err != nil {
@@ -23,11 +26,50 @@ func BenchmarkExportDeleteGo(b *testing.B) {
 	}
 }
 
-func BenchmarkExportDeleteC(b *testing.B) {
+func BenchmarkTwoBareCgoCalls(b *testing.B) {
+	buf := must(Alloc("float32", 16, 16))
+	defer buf.Close()
+	p := buf.UnsafePointer()
+	b.ReportAllocs()
+	for b.Loop() {
+		testlib.BareCall(p)
+		testlib.BareCall(p)
+	}
+}
+
+func BenchmarkExportReleaseC(b *testing.B) {
 	buf := must(Alloc("float32", 16, 16))
 	defer buf.Close()
 	b.ResetTimer()
-	if s := testlib.ExportDeleteLoop(buf.Pointer(), b.N); s != 0 {
+	if s := testlib.ExportDeleteLoop(buf.UnsafePointer(), b.N); s != 0 {
 		b.Fatal(Status(s))
 	}
+}
+
+// The cost of reaching the elements: a Slice (Go memory, kept), and a
+// Read of the same buffer (a function lent the view).
+func BenchmarkSlice(b *testing.B) {
+	buf := must(Alloc("float32", 16, 16))
+	defer buf.Close()
+	var sum float32
+	for b.Loop() {
+		s, err := Slice[float32](buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += s[0]
+	}
+	_ = sum
+}
+
+func BenchmarkRead(b *testing.B) {
+	buf := must(Alloc("float32", 16, 16))
+	defer buf.Close()
+	var sum float32
+	for b.Loop() {
+		if err := Read(buf, func(s []float32) { sum += s[0] }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = sum
 }

@@ -1,72 +1,168 @@
 package dlbridge
 
-// #include <dlbridge/dlbridge.h>
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <dlbridge/dlbridge.h>
+
+// One C call per export, options included. On failure *msg is a copy of
+// the thread's message (malloc; 0 when out of memory), read in the same C
+// call: no thread locking on the Go side.
+// Pointers pass as uintptr_t: cgo then checks none of them for Go
+// pointers (they are C memory or Go stack words).
+static dlb_status dlbgo_export(uintptr_t buffer, int32_t has_options, int32_t copy, uint64_t flags, int32_t legacy,
+                               uintptr_t* out, uintptr_t* msg) {
+  dlb_buffer* b = (dlb_buffer*)buffer;
+  dlb_export_options o;
+  if (has_options) {
+    dlb_export_options_init(&o);
+    o.copy = copy;
+    o.flags |= flags;
+  }
+  void* t = NULL;
+  dlb_status s = legacy ? dlb_export_legacy(b, has_options ? &o : NULL, (DLManagedTensor**)&t)
+                        : dlb_export_versioned(b, has_options ? &o : NULL, (DLManagedTensorVersioned**)&t);
+  if (s == DLB_OK) *out = (uintptr_t)t;
+  else *msg = (uintptr_t)strdup(dlb_last_error_message());
+  return s;
+}
+
+static void dlbgo_free_tensor(uintptr_t t, int32_t legacy) {
+  if (legacy) dlb_managed_free_legacy((DLManagedTensor*)t);
+  else dlb_managed_free_versioned((DLManagedTensorVersioned*)t);
+}
+
+// dlbgo_export keeps none of the pointers it is given and calls no Go
+// code: its results may live on the Go stack (no allocation per call).
+#cgo noescape dlbgo_export
+#cgo nocallback dlbgo_export
+*/
 import "C"
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
+	"weak"
 )
 
-// owner holds one DLPack managed tensor and runs its deleter once.
+// owner holds one DLPack managed tensor and runs its deleter once. Owners
+// are handed out from slabs of slabSize, each slab with one cleanup
+// (runtime.AddCleanup) that runs the deleters its owners' users forgot,
+// once the whole slab is unreachable: a backstop without a cleanup to
+// register and stop per export.
 type owner struct {
-	p       unsafe.Pointer // DLManagedTensorVersioned* or DLManagedTensor*, C memory
-	legacy  bool
-	cleanup runtime.Cleanup
+	slots *tensorSlots
+	i     int
 }
 
-type ownedTensor struct {
-	p      unsafe.Pointer
-	legacy bool
+const slabSize = 64
+
+// tensorSlots are the tensors of one slab's owners, kept apart from the
+// slab so that its cleanup can reach them.
+type tensorSlots struct {
+	p      [slabSize]atomic.Pointer[byte] // DLManagedTensorVersioned* or DLManagedTensor*, C memory; nil when not owned
+	legacy [slabSize]bool
 }
 
-func freeTensor(t ownedTensor) {
-	if t.legacy {
-		C.dlb_managed_free_legacy((*C.DLManagedTensor)(t.p))
-	} else {
-		C.dlb_managed_free_versioned((*C.DLManagedTensorVersioned)(t.p))
+type slab [slabSize]owner
+
+// slabRef is the slab owners are taken from: weakly held, so that a slab
+// not yet used up is collected (and its cleanup run) like any other.
+type slabRef struct {
+	slab  weak.Pointer[slab]
+	slots *tensorSlots
+	next  atomic.Int32
+}
+
+// currentSlab is the slab owners are taken from; two goroutines that find
+// it used up at once each make one, and one of the two is used for one
+// owner only.
+var currentSlab atomic.Pointer[slabRef]
+
+func boolC(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func freeSlots(slots *tensorSlots) {
+	for i := range slots.p {
+		if p := slots.p[i].Swap(nil); p != nil {
+			C.dlbgo_free_tensor(C.uintptr_t(uintptr(unsafe.Pointer(p))), boolC(slots.legacy[i]))
+		}
 	}
 }
 
-func (o *owner) init(p unsafe.Pointer, legacy bool) {
-	o.p, o.legacy = p, legacy
-	o.cleanup = runtime.AddCleanup(o, freeTensor, ownedTensor{p, legacy})
+// newOwner is an owner of the managed tensor p.
+func newOwner(p unsafe.Pointer, legacy bool) *owner {
+	var o *owner
+	if r := currentSlab.Load(); r != nil {
+		if i := r.next.Add(1) - 1; i < slabSize {
+			if s := r.slab.Value(); s != nil {
+				o = &s[i]
+			}
+		}
+	}
+	if o == nil {
+		o = newSlab()
+	}
+	o.slots.legacy[o.i] = legacy
+	o.slots.p[o.i].Store((*byte)(p))
+	return o
 }
 
-// Pointer is the managed tensor, borrowed (nil once released, imported or
-// closed).
-func (o *owner) Pointer() unsafe.Pointer { return o.p }
+// newSlab makes the next slab and returns its first owner.
+func newSlab() *owner {
+	s := new(slab)
+	slots := new(tensorSlots)
+	for i := range s {
+		s[i] = owner{slots: slots, i: i}
+	}
+	runtime.AddCleanup(s, freeSlots, slots)
+	r := &slabRef{slab: weak.Make(s), slots: slots}
+	r.next.Store(1)
+	currentSlab.Store(r)
+	return &s[0]
+}
 
-// DLTensor is the managed tensor's DLTensor, borrowed, for a native call
-// that reads or writes a tensor without taking it (nil when empty).
-func (o *owner) DLTensor() unsafe.Pointer {
+func (o *owner) legacy() bool { return o.slots.legacy[o.i] }
+
+// UnsafePointer is the managed tensor, lent (nil once released, imported
+// or closed): valid only while the owner is open and reachable, so keep it
+// open and call runtime.KeepAlive on it after the last use of the pointer.
+func (o *owner) UnsafePointer() unsafe.Pointer { return unsafe.Pointer(o.slots.p[o.i].Load()) }
+
+// UnsafeDLTensor is the managed tensor's DLTensor, lent for a native call
+// that reads or writes a tensor without taking it (nil when empty): valid
+// only while the owner is open and reachable, so keep it open and call
+// runtime.KeepAlive on it after the native call.
+func (o *owner) UnsafeDLTensor() unsafe.Pointer {
+	p := unsafe.Pointer(o.slots.p[o.i].Load())
 	switch {
-	case o.p == nil:
+	case p == nil:
 		return nil
-	case o.legacy:
-		return unsafe.Pointer(&(*C.DLManagedTensor)(o.p).dl_tensor)
+	case o.legacy():
+		return unsafe.Pointer(&(*C.DLManagedTensor)(p).dl_tensor)
 	default:
-		return unsafe.Pointer(&(*C.DLManagedTensorVersioned)(o.p).dl_tensor)
+		return unsafe.Pointer(&(*C.DLManagedTensorVersioned)(p).dl_tensor)
 	}
 }
 
 // Release hands the managed tensor to the caller, a native consumer that
-// will run its deleter. If the consumer refuses it, the caller still owns
-// it: wrap it again (NewManagedTensor) or run its deleter.
+// will run its deleter (nil when it was released, imported or closed
+// already). If the consumer refuses it, the caller still owns it: wrap it
+// again (NewManagedTensor) or run its deleter.
 func (o *owner) Release() unsafe.Pointer {
-	p := o.p
-	if p != nil {
-		o.cleanup.Stop()
-		o.p = nil
-	}
-	return p
+	return unsafe.Pointer(o.slots.p[o.i].Swap(nil))
 }
 
-// Close runs the deleter (once; closing again, or after Release or Import,
-// does nothing).
+// Close runs the deleter (once, whichever goroutines call it; closing
+// again, or after Release or Import, does nothing).
 func (o *owner) Close() error {
 	if p := o.Release(); p != nil {
-		freeTensor(ownedTensor{p, o.legacy})
+		C.dlbgo_free_tensor(C.uintptr_t(uintptr(p)), boolC(o.legacy()))
 	}
 	return nil
 }
@@ -87,27 +183,28 @@ func NewManagedTensor(p unsafe.Pointer) *ManagedTensor {
 	if p == nil {
 		return nil
 	}
-	t := &ManagedTensor{}
-	t.init(p, false)
-	return t
+	return (*ManagedTensor)(unsafe.Pointer(newOwner(p, false))) // the same layout
 }
 
-// NewLegacyManagedTensor takes ownership of a DLManagedTensor*.
+// NewLegacyManagedTensor takes ownership of a DLManagedTensor* (nil for
+// nil). Wrap each pointer once.
 func NewLegacyManagedTensor(p unsafe.Pointer) *LegacyManagedTensor {
 	if p == nil {
 		return nil
 	}
-	t := &LegacyManagedTensor{}
-	t.init(p, true)
-	return t
+	return (*LegacyManagedTensor)(unsafe.Pointer(newOwner(p, true))) // the same layout
 }
 
-// ReadOnly reports the READ_ONLY flag of a versioned tensor.
+// ReadOnly reports the READ_ONLY flag of a versioned tensor (false once
+// released, imported or closed).
 func (t *ManagedTensor) ReadOnly() bool {
-	return t.p != nil && (*C.DLManagedTensorVersioned)(t.p).flags&C.DLPACK_FLAG_BITMASK_READ_ONLY != 0
+	p := (*C.DLManagedTensorVersioned)(unsafe.Pointer(t.slots.p[t.i].Load()))
+	ro := p != nil && p.flags&C.DLPACK_FLAG_BITMASK_READ_ONLY != 0
+	runtime.KeepAlive(t)
+	return ro
 }
 
-// Copy policies of an export.
+// Copy policies of an export (ExportOptions.Copy).
 const (
 	CopyIfNeeded = C.DLB_COPY_IF_NEEDED // zero-copy when possible (the default)
 	CopyNever    = C.DLB_COPY_NEVER     // refuse when a copy would be needed
@@ -121,49 +218,54 @@ type ExportOptions struct {
 	AllowReadOnlyLegacy bool // share read-only memory in a legacy export
 }
 
-func (o *ExportOptions) c() *C.dlb_export_options {
-	if o == nil {
-		return nil
+// export runs one C call that exports and, on failure, returns the
+// library's message with it.
+func (b *Buffer) export(opts *ExportOptions, legacy bool) (unsafe.Pointer, error) {
+	p, err := b.acquire()
+	if err != nil {
+		return nil, err
 	}
-	var c C.dlb_export_options
-	C.dlb_export_options_init(&c)
-	c.copy = C.int32_t(o.Copy)
-	if o.ReadOnly {
-		c.flags |= C.DLB_EXPORT_READ_ONLY
+	var has, copyPolicy C.int32_t
+	var flags C.uint64_t
+	if opts != nil {
+		has, copyPolicy = 1, C.int32_t(opts.Copy)
+		if opts.ReadOnly {
+			flags |= C.DLB_EXPORT_READ_ONLY
+		}
+		if opts.AllowReadOnlyLegacy {
+			flags |= C.DLB_EXPORT_ALLOW_READ_ONLY_LEGACY
+		}
 	}
-	if o.AllowReadOnlyLegacy {
-		c.flags |= C.DLB_EXPORT_ALLOW_READ_ONLY_LEGACY
+	var out, msg C.uintptr_t
+	s := C.dlbgo_export(C.uintptr_t(uintptr(unsafe.Pointer(p))), has, copyPolicy, flags, boolC(legacy), &out, &msg)
+	b.done()
+	if s != C.DLB_OK {
+		return nil, failed(s, (*C.char)(unsafe.Add(nil, msg))) // C memory
 	}
-	return &c
+	return unsafe.Add(nil, out), nil // C memory
 }
 
 // Export exports the buffer as a DLPack 1.x managed tensor, for a native
-// library: hand it over with Release, or Close it.
+// library: hand it over with Release, or Close it. The export holds its
+// own reference on the buffer's memory until its deleter runs.
 func (b *Buffer) Export(opts *ExportOptions) (*ManagedTensor, error) {
-	p, err := b.handle()
+	out, err := b.export(opts, false)
 	if err != nil {
 		return nil, err
 	}
-	co := opts.c()
-	var out *C.DLManagedTensorVersioned
-	if err := call(func() C.dlb_status { return C.dlb_export_versioned(p, co, &out) }); err != nil {
-		return nil, err
-	}
-	return NewManagedTensor(unsafe.Pointer(out)), nil
+	return NewManagedTensor(out), nil
 }
 
-// ExportLegacy exports the buffer as a legacy managed tensor.
+// ExportLegacy exports the buffer as a legacy managed tensor
+// (DLManagedTensor); a read-only buffer exports as the library's rule for
+// legacy exports says (a copy, or ErrReadOnly with CopyNever, unless
+// AllowReadOnlyLegacy).
 func (b *Buffer) ExportLegacy(opts *ExportOptions) (*LegacyManagedTensor, error) {
-	p, err := b.handle()
+	out, err := b.export(opts, true)
 	if err != nil {
 		return nil, err
 	}
-	co := opts.c()
-	var out *C.DLManagedTensor
-	if err := call(func() C.dlb_status { return C.dlb_export_legacy(p, co, &out) }); err != nil {
-		return nil, err
-	}
-	return NewLegacyManagedTensor(unsafe.Pointer(out)), nil
+	return NewLegacyManagedTensor(out), nil
 }
 
 // ImportOptions are an import's requirements; nil means none.
@@ -193,34 +295,43 @@ func (o *ImportOptions) c() *C.dlb_import_options {
 	return &c
 }
 
-// Import takes a managed tensor in as a buffer. On success the buffer owns
-// it (its deleter runs once, after the buffer and its exports are gone)
-// and t is left empty; on failure t still owns it.
-func Import(t *ManagedTensor, opts *ImportOptions) (*Buffer, error) {
-	if t == nil || t.p == nil {
+// importTensor takes o's tensor in; o gives it up only on success.
+func importTensor(o *owner, opts *ImportOptions) (*Buffer, error) {
+	// Taken out while the library decides, so that no other goroutine
+	// hands the same tensor over meanwhile.
+	p := unsafe.Pointer(o.slots.p[o.i].Swap(nil))
+	if p == nil {
 		return nil, errTaken()
 	}
 	co := opts.c()
 	b, err := made(func(out **C.dlb_buffer) C.dlb_status {
-		return C.dlb_import_versioned((*C.DLManagedTensorVersioned)(t.p), co, out)
+		if o.legacy() {
+			return C.dlb_import_legacy((*C.DLManagedTensor)(p), co, out)
+		}
+		return C.dlb_import_versioned((*C.DLManagedTensorVersioned)(p), co, out)
 	})
-	if err == nil {
-		t.Release()
+	if err != nil {
+		o.slots.p[o.i].Store((*byte)(p))
+		return nil, err
 	}
-	return b, err
+	return b, nil
+}
+
+// Import takes a managed tensor in as a buffer. On success the buffer owns
+// it (its deleter runs once, after the buffer and its exports are gone)
+// and t is left empty; on failure t still owns it. Its memory is not Go's:
+// Read, Write and Copy reach the elements.
+func Import(t *ManagedTensor, opts *ImportOptions) (*Buffer, error) {
+	if t == nil {
+		return nil, errTaken()
+	}
+	return importTensor(&t.owner, opts)
 }
 
 // ImportLegacy is Import for a legacy managed tensor.
 func ImportLegacy(t *LegacyManagedTensor, opts *ImportOptions) (*Buffer, error) {
-	if t == nil || t.p == nil {
+	if t == nil {
 		return nil, errTaken()
 	}
-	co := opts.c()
-	b, err := made(func(out **C.dlb_buffer) C.dlb_status {
-		return C.dlb_import_legacy((*C.DLManagedTensor)(t.p), co, out)
-	})
-	if err == nil {
-		t.Release()
-	}
-	return b, err
+	return importTensor(&t.owner, opts)
 }
