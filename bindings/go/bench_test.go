@@ -6,17 +6,38 @@ package dlbridge
 // twice costs), and the same two C calls in a C loop in the same process
 // (testlib.ExportDeleteLoop). scripts/go-bench runs them in fresh
 // processes and prints medians, spreads and ratios.
+//
+// Besides Go's ns/op (wall time), each reports cpu-ns/op: the process's
+// CPU time (user and system, every thread: the garbage collector's work
+// included) per iteration, which a machine busy with other processes
+// disturbs far less than wall time.
 
 import (
+	"syscall"
 	"testing"
+	"time"
 
 	"dlbridge.dev/dlbridge/internal/testlib"
 )
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds the cpu-ns/op metric of the loop that began at start.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
 
 func BenchmarkExportRelease(b *testing.B) {
 	buf := must(Alloc("float32", 16, 16))
 	defer buf.Close()
 	b.ReportAllocs()
+	start := cpuTime()
 	for b.Loop() {
 		t, err := buf.Export(nil)
 		if err != nil {
@@ -24,6 +45,7 @@ func BenchmarkExportRelease(b *testing.B) {
 		}
 		t.Close()
 	}
+	reportCPU(b, start)
 }
 
 func BenchmarkTwoBareCgoCalls(b *testing.B) {
@@ -31,19 +53,23 @@ func BenchmarkTwoBareCgoCalls(b *testing.B) {
 	defer buf.Close()
 	p := buf.UnsafePointer()
 	b.ReportAllocs()
+	start := cpuTime()
 	for b.Loop() {
 		testlib.BareCall(p)
 		testlib.BareCall(p)
 	}
+	reportCPU(b, start)
 }
 
 func BenchmarkExportReleaseC(b *testing.B) {
 	buf := must(Alloc("float32", 16, 16))
 	defer buf.Close()
 	b.ResetTimer()
+	start := cpuTime()
 	if s := testlib.ExportDeleteLoop(buf.UnsafePointer(), b.N); s != 0 {
 		b.Fatal(Status(s))
 	}
+	reportCPU(b, start)
 }
 
 // The cost of reaching the elements: a Slice (Go memory, kept), and a

@@ -5,13 +5,21 @@ package dlbridge
 #include <string.h>
 #include <dlbridge/dlbridge.h>
 
-// One C call per export, options included. On failure *msg is a copy of
-// the thread's message (malloc; 0 when out of memory), read in the same C
-// call: no thread locking on the Go side.
-// Pointers pass as uintptr_t: cgo then checks none of them for Go
-// pointers (they are C memory or Go stack words).
-static dlb_status dlbgo_export(uintptr_t buffer, int32_t has_options, int32_t copy, uint64_t flags, int32_t legacy,
-                               uintptr_t* out, uintptr_t* msg) {
+// What dlbgo_export returns: the tensor, or the status and a copy of the
+// thread's message (malloc; 0 when out of memory).
+typedef struct {
+  uintptr_t tensor;
+  uintptr_t message;
+  dlb_status status;
+} dlbgo_exported;
+
+// One C call per export, options included, the message of a failure read
+// in the same call: no thread locking on the Go side. Pointers pass as
+// uintptr_t and the result comes back by value, so cgo checks no pointer
+// and the Go side allocates nothing.
+static dlbgo_exported dlbgo_export(uintptr_t buffer, int32_t has_options, int32_t copy, uint64_t flags,
+                                   int32_t legacy) {
+  dlbgo_exported r = {0, 0, DLB_OK};
   dlb_buffer* b = (dlb_buffer*)buffer;
   dlb_export_options o;
   if (has_options) {
@@ -19,23 +27,23 @@ static dlb_status dlbgo_export(uintptr_t buffer, int32_t has_options, int32_t co
     o.copy = copy;
     o.flags |= flags;
   }
-  void* t = NULL;
-  dlb_status s = legacy ? dlb_export_legacy(b, has_options ? &o : NULL, (DLManagedTensor**)&t)
-                        : dlb_export_versioned(b, has_options ? &o : NULL, (DLManagedTensorVersioned**)&t);
-  if (s == DLB_OK) *out = (uintptr_t)t;
-  else *msg = (uintptr_t)strdup(dlb_last_error_message());
-  return s;
+  if (legacy) {
+    DLManagedTensor* t = NULL;
+    r.status = dlb_export_legacy(b, has_options ? &o : NULL, &t);
+    r.tensor = (uintptr_t)t;
+  } else {
+    DLManagedTensorVersioned* t = NULL;
+    r.status = dlb_export_versioned(b, has_options ? &o : NULL, &t);
+    r.tensor = (uintptr_t)t;
+  }
+  if (r.status != DLB_OK) r.message = (uintptr_t)strdup(dlb_last_error_message());
+  return r;
 }
 
 static void dlbgo_free_tensor(uintptr_t t, int32_t legacy) {
   if (legacy) dlb_managed_free_legacy((DLManagedTensor*)t);
   else dlb_managed_free_versioned((DLManagedTensorVersioned*)t);
 }
-
-// dlbgo_export keeps none of the pointers it is given and calls no Go
-// code: its results may live on the Go stack (no allocation per call).
-#cgo noescape dlbgo_export
-#cgo nocallback dlbgo_export
 */
 import "C"
 
@@ -43,42 +51,64 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
-	"weak"
 )
 
 // owner holds one DLPack managed tensor and runs its deleter once. Owners
 // are handed out from slabs of slabSize, each slab with one cleanup
 // (runtime.AddCleanup) that runs the deleters its owners' users forgot,
 // once the whole slab is unreachable: a backstop without a cleanup to
-// register and stop per export.
-type owner struct {
-	slots *tensorSlots
-	i     int
-}
+// register and stop per export. An owner is one byte, its place in its
+// slab; the tensors are in the slab's tensorSlots, memory the garbage
+// collector does not scan.
+type owner struct{ i uint8 }
 
-const slabSize = 64
+const slabSize = 256
 
 // tensorSlots are the tensors of one slab's owners, kept apart from the
 // slab so that its cleanup can reach them.
 type tensorSlots struct {
-	p      [slabSize]atomic.Pointer[byte] // DLManagedTensorVersioned* or DLManagedTensor*, C memory; nil when not owned
+	p      [slabSize]atomic.Uintptr // DLManagedTensorVersioned* or DLManagedTensor*, C memory; 0 when not owned
 	legacy [slabSize]bool
 }
 
-type slab [slabSize]owner
+type slab struct {
+	slots  *tensorSlots
+	owners [slabSize]owner
+}
 
-// slabRef is the slab owners are taken from: weakly held, so that a slab
-// not yet used up is collected (and its cleanup run) like any other.
+// slots are the tensor slots of o's slab (o is &s.owners[o.i]).
+func (o *owner) slots() *tensorSlots {
+	s := (*slab)(unsafe.Add(unsafe.Pointer(o), -int(unsafe.Offsetof(slab{}.owners))-int(o.i)))
+	return s.slots
+}
+
+func (o *owner) slot() *atomic.Uintptr { return &o.slots().p[o.i] }
+
+func (o *owner) legacy() bool { return o.slots().legacy[o.i] }
+
+// slabRef is the slab owners are taken from.
 type slabRef struct {
-	slab  weak.Pointer[slab]
-	slots *tensorSlots
-	next  atomic.Int32
+	slab *slab
+	next atomic.Int32
 }
 
 // currentSlab is the slab owners are taken from; two goroutines that find
 // it used up at once each make one, and one of the two is used for one
-// owner only.
+// owner only. It is dropped after every garbage collection (dropSlabEachGC),
+// so that a slab not yet used up is collected, and its cleanup run, like
+// any other.
 var currentSlab atomic.Pointer[slabRef]
+
+// gcTick is an object whose only reference is dropped at once: its
+// cleanup runs after each garbage collection and arms the next one.
+type gcTick struct{ _ *int }
+
+func dropSlabEachGC(int) {
+	currentSlab.Store(nil)
+	runtime.AddCleanup(&gcTick{}, dropSlabEachGC, 0)
+}
+
+func init() { runtime.AddCleanup(&gcTick{}, dropSlabEachGC, 0) }
 
 func boolC(b bool) C.int32_t {
 	if b {
@@ -89,57 +119,56 @@ func boolC(b bool) C.int32_t {
 
 func freeSlots(slots *tensorSlots) {
 	for i := range slots.p {
-		if p := slots.p[i].Swap(nil); p != nil {
-			C.dlbgo_free_tensor(C.uintptr_t(uintptr(unsafe.Pointer(p))), boolC(slots.legacy[i]))
+		if p := slots.p[i].Swap(0); p != 0 {
+			C.dlbgo_free_tensor(C.uintptr_t(p), boolC(slots.legacy[i]))
 		}
 	}
 }
 
 // newOwner is an owner of the managed tensor p.
 func newOwner(p unsafe.Pointer, legacy bool) *owner {
-	var o *owner
+	var s *slab
+	var i int32
 	if r := currentSlab.Load(); r != nil {
-		if i := r.next.Add(1) - 1; i < slabSize {
-			if s := r.slab.Value(); s != nil {
-				o = &s[i]
-			}
+		if i = r.next.Add(1) - 1; i < slabSize {
+			s = r.slab
 		}
 	}
-	if o == nil {
-		o = newSlab()
+	if s == nil {
+		s, i = newSlab(), 0
 	}
-	o.slots.legacy[o.i] = legacy
-	o.slots.p[o.i].Store((*byte)(p))
-	return o
+	s.slots.legacy[i] = legacy
+	s.slots.p[i].Store(uintptr(p))
+	return &s.owners[i]
 }
 
-// newSlab makes the next slab and returns its first owner.
-func newSlab() *owner {
-	s := new(slab)
-	slots := new(tensorSlots)
-	for i := range s {
-		s[i] = owner{slots: slots, i: i}
+// newSlab makes the next slab; the caller takes its first owner.
+func newSlab() *slab {
+	s := &slab{slots: new(tensorSlots)}
+	for i := range s.owners {
+		s.owners[i].i = uint8(i)
 	}
-	runtime.AddCleanup(s, freeSlots, slots)
-	r := &slabRef{slab: weak.Make(s), slots: slots}
+	runtime.AddCleanup(s, freeSlots, s.slots)
+	r := &slabRef{slab: s}
 	r.next.Store(1)
 	currentSlab.Store(r)
-	return &s[0]
+	return s
 }
 
-func (o *owner) legacy() bool { return o.slots.legacy[o.i] }
+// ptr is a C pointer kept as a uintptr.
+func ptr(p uintptr) unsafe.Pointer { return unsafe.Add(nil, p) }
 
 // UnsafePointer is the managed tensor, lent (nil once released, imported
 // or closed): valid only while the owner is open and reachable, so keep it
 // open and call runtime.KeepAlive on it after the last use of the pointer.
-func (o *owner) UnsafePointer() unsafe.Pointer { return unsafe.Pointer(o.slots.p[o.i].Load()) }
+func (o *owner) UnsafePointer() unsafe.Pointer { return ptr(o.slot().Load()) }
 
 // UnsafeDLTensor is the managed tensor's DLTensor, lent for a native call
 // that reads or writes a tensor without taking it (nil when empty): valid
 // only while the owner is open and reachable, so keep it open and call
 // runtime.KeepAlive on it after the native call.
 func (o *owner) UnsafeDLTensor() unsafe.Pointer {
-	p := unsafe.Pointer(o.slots.p[o.i].Load())
+	p := ptr(o.slot().Load())
 	switch {
 	case p == nil:
 		return nil
@@ -155,14 +184,15 @@ func (o *owner) UnsafeDLTensor() unsafe.Pointer {
 // already). If the consumer refuses it, the caller still owns it: wrap it
 // again (NewManagedTensor) or run its deleter.
 func (o *owner) Release() unsafe.Pointer {
-	return unsafe.Pointer(o.slots.p[o.i].Swap(nil))
+	return ptr(o.slot().Swap(0))
 }
 
 // Close runs the deleter (once, whichever goroutines call it; closing
 // again, or after Release or Import, does nothing).
 func (o *owner) Close() error {
-	if p := o.Release(); p != nil {
-		C.dlbgo_free_tensor(C.uintptr_t(uintptr(p)), boolC(o.legacy()))
+	slots := o.slots()
+	if p := slots.p[o.i].Swap(0); p != 0 {
+		C.dlbgo_free_tensor(C.uintptr_t(p), boolC(slots.legacy[o.i]))
 	}
 	return nil
 }
@@ -198,7 +228,7 @@ func NewLegacyManagedTensor(p unsafe.Pointer) *LegacyManagedTensor {
 // ReadOnly reports the READ_ONLY flag of a versioned tensor (false once
 // released, imported or closed).
 func (t *ManagedTensor) ReadOnly() bool {
-	p := (*C.DLManagedTensorVersioned)(unsafe.Pointer(t.slots.p[t.i].Load()))
+	p := (*C.DLManagedTensorVersioned)(ptr(t.slot().Load()))
 	ro := p != nil && p.flags&C.DLPACK_FLAG_BITMASK_READ_ONLY != 0
 	runtime.KeepAlive(t)
 	return ro
@@ -236,13 +266,12 @@ func (b *Buffer) export(opts *ExportOptions, legacy bool) (unsafe.Pointer, error
 			flags |= C.DLB_EXPORT_ALLOW_READ_ONLY_LEGACY
 		}
 	}
-	var out, msg C.uintptr_t
-	s := C.dlbgo_export(C.uintptr_t(uintptr(unsafe.Pointer(p))), has, copyPolicy, flags, boolC(legacy), &out, &msg)
+	r := C.dlbgo_export(C.uintptr_t(uintptr(unsafe.Pointer(p))), has, copyPolicy, flags, boolC(legacy))
 	b.done()
-	if s != C.DLB_OK {
-		return nil, failed(s, (*C.char)(unsafe.Add(nil, msg))) // C memory
+	if r.status != C.DLB_OK {
+		return nil, failed(r.status, (*C.char)(ptr(uintptr(r.message))))
 	}
-	return unsafe.Add(nil, out), nil // C memory
+	return ptr(uintptr(r.tensor)), nil
 }
 
 // Export exports the buffer as a DLPack 1.x managed tensor, for a native
@@ -299,7 +328,7 @@ func (o *ImportOptions) c() *C.dlb_import_options {
 func importTensor(o *owner, opts *ImportOptions) (*Buffer, error) {
 	// Taken out while the library decides, so that no other goroutine
 	// hands the same tensor over meanwhile.
-	p := unsafe.Pointer(o.slots.p[o.i].Swap(nil))
+	p := ptr(o.slot().Swap(0))
 	if p == nil {
 		return nil, errTaken()
 	}
@@ -311,7 +340,7 @@ func importTensor(o *owner, opts *ImportOptions) (*Buffer, error) {
 		return C.dlb_import_versioned((*C.DLManagedTensorVersioned)(p), co, out)
 	})
 	if err != nil {
-		o.slots.p[o.i].Store((*byte)(p))
+		o.slot().Store(uintptr(p))
 		return nil, err
 	}
 	return b, nil
