@@ -4,9 +4,10 @@
 #     the Go module proxy once and cached by scripts/go-tools), every
 #     exported name documented (bindings/go/tools/doccheck), and
 #     docs/reference/go-api.md current (scripts/go-api-doc --check);
-#  2. go test -race (the native library of tests/lang plays the native
-#     side; two tests hand tensors to and from a Python process by ticket;
-#     one reruns itself under MALLOC_PERTURB_ and GODEBUG=clobberfree=1);
+#  2. go test -race, then go test -asan (the native library of tests/lang
+#     plays the native side; two tests hand tensors to and from a Python
+#     process by ticket; one reruns itself under MALLOC_PERTURB_ and
+#     GODEBUG=clobberfree=1);
 #  3. a user's install: the library installed from the build into a
 #     temporary prefix (found through its dlbridge.pc), a module proxy of
 #     files made from the checkout (scripts/go-proxy), and a consumer module
@@ -64,6 +65,8 @@ go vet ./...
 bash "$root/scripts/go-api-doc" --check
 echo "== 57-go: go test -race ./..."
 go test -race -count=1 ./...
+echo "== 57-go: go test -asan ./... (AddressSanitizer: gcc's libasan)"
+go test -asan -count=1 ./...
 
 echo "== 57-go: go get through a module proxy of files, into a consumer outside the tree"
 work=$(mktemp -d)
