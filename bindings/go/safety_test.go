@@ -230,3 +230,26 @@ func TestAnExportOutlivesItsForgottenBuffer(t *testing.T) {
 	}
 	m.Close()
 }
+
+// A copy of a ManagedTensor value owns the same tensor: its deleter runs
+// once, whichever copy closes it.
+func TestACopiedManagedTensorClosesOnce(t *testing.T) {
+	noLeaks(t)
+	calls := testlib.DeleterCalls()
+	m := NewManagedTensor(testlib.MakeVersioned(2, 0))
+	c := *m
+	c.Close()
+	m.Close()
+	if testlib.DeleterCalls() != calls+1 || m.UnsafePointer() != nil {
+		t.Fatalf("deleter ran %d times", testlib.DeleterCalls()-calls)
+	}
+	l := NewLegacyManagedTensor(testlib.MakeLegacy(2, 0))
+	d := *l
+	if sum, ok := testlib.ConsumeLegacy(d.Release()); !ok || sum != 1 {
+		t.Fatalf("sum %v (ok %v)", sum, ok)
+	}
+	l.Close()
+	if testlib.DeleterCalls() != calls+2 {
+		t.Fatalf("deleter ran %d times", testlib.DeleterCalls()-calls)
+	}
+}

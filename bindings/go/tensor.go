@@ -57,34 +57,24 @@ import (
 // are handed out from slabs of slabSize, each slab with one cleanup
 // (runtime.AddCleanup) that runs the deleters its owners' users forgot,
 // once the whole slab is unreachable: a backstop without a cleanup to
-// register and stop per export. An owner is one byte, its place in its
-// slab; the tensors are in the slab's tensorSlots, memory the garbage
-// collector does not scan.
-type owner struct{ i uint8 }
+// register and stop per export. An owner points to its tensor's slot, in
+// memory apart from the slab, where the cleanup can reach it; a copy of an
+// owner (of a ManagedTensor value) points to the same slot.
+type owner struct{ slot *tensorSlot }
 
 const slabSize = 256
 
-// tensorSlots are the tensors of one slab's owners, kept apart from the
-// slab so that its cleanup can reach them.
-type tensorSlots struct {
-	p      [slabSize]atomic.Uintptr // DLManagedTensorVersioned* or DLManagedTensor*, C memory; 0 when not owned
-	legacy [slabSize]bool
-}
+// A tensorSlot holds a DLManagedTensorVersioned* or, with the low bit
+// set (legacyBit), a DLManagedTensor*: C memory, aligned; 0 when nothing
+// is owned.
+type tensorSlot struct{ p atomic.Uintptr }
 
-type slab struct {
-	slots  *tensorSlots
-	owners [slabSize]owner
-}
+const legacyBit = 1
 
-// slots are the tensor slots of o's slab (o is &s.owners[o.i]).
-func (o *owner) slots() *tensorSlots {
-	s := (*slab)(unsafe.Add(unsafe.Pointer(o), -int(unsafe.Offsetof(slab{}.owners))-int(o.i)))
-	return s.slots
-}
+// tensorSlots are the tensors of one slab's owners.
+type tensorSlots [slabSize]tensorSlot
 
-func (o *owner) slot() *atomic.Uintptr { return &o.slots().p[o.i] }
-
-func (o *owner) legacy() bool { return o.slots().legacy[o.i] }
+type slab [slabSize]owner
 
 // slabRef is the slab owners are taken from.
 type slabRef struct {
@@ -117,10 +107,15 @@ func boolC(b bool) C.int32_t {
 	return 0
 }
 
+// freeTensor runs the deleter of a slot's tensor.
+func freeTensor(v uintptr) {
+	C.dlbgo_free_tensor(C.uintptr_t(v&^legacyBit), C.int32_t(v&legacyBit))
+}
+
 func freeSlots(slots *tensorSlots) {
-	for i := range slots.p {
-		if p := slots.p[i].Swap(0); p != 0 {
-			C.dlbgo_free_tensor(C.uintptr_t(p), boolC(slots.legacy[i]))
+	for i := range slots {
+		if p := slots[i].p.Swap(0); p != 0 {
+			freeTensor(p)
 		}
 	}
 }
@@ -137,18 +132,22 @@ func newOwner(p unsafe.Pointer, legacy bool) *owner {
 	if s == nil {
 		s, i = newSlab(), 0
 	}
-	s.slots.legacy[i] = legacy
-	s.slots.p[i].Store(uintptr(p))
-	return &s.owners[i]
+	v := uintptr(p)
+	if legacy {
+		v |= legacyBit
+	}
+	o := &s[i]
+	o.slot.p.Store(v)
+	return o
 }
 
 // newSlab makes the next slab; the caller takes its first owner.
 func newSlab() *slab {
-	s := &slab{slots: new(tensorSlots)}
-	for i := range s.owners {
-		s.owners[i].i = uint8(i)
+	s, slots := new(slab), new(tensorSlots)
+	for i := range s {
+		s[i].slot = &slots[i]
 	}
-	runtime.AddCleanup(s, freeSlots, s.slots)
+	runtime.AddCleanup(s, freeSlots, slots)
 	r := &slabRef{slab: s}
 	r.next.Store(1)
 	currentSlab.Store(r)
@@ -161,18 +160,19 @@ func ptr(p uintptr) unsafe.Pointer { return unsafe.Add(nil, p) }
 // UnsafePointer is the managed tensor, lent (nil once released, imported
 // or closed): valid only while the owner is open and reachable, so keep it
 // open and call runtime.KeepAlive on it after the last use of the pointer.
-func (o *owner) UnsafePointer() unsafe.Pointer { return ptr(o.slot().Load()) }
+func (o *owner) UnsafePointer() unsafe.Pointer { return ptr(o.slot.p.Load() &^ legacyBit) }
 
 // UnsafeDLTensor is the managed tensor's DLTensor, lent for a native call
 // that reads or writes a tensor without taking it (nil when empty): valid
 // only while the owner is open and reachable, so keep it open and call
 // runtime.KeepAlive on it after the native call.
 func (o *owner) UnsafeDLTensor() unsafe.Pointer {
-	p := ptr(o.slot().Load())
+	v := o.slot.p.Load()
+	p := ptr(v &^ legacyBit)
 	switch {
-	case p == nil:
+	case v == 0:
 		return nil
-	case o.legacy():
+	case v&legacyBit != 0:
 		return unsafe.Pointer(&(*C.DLManagedTensor)(p).dl_tensor)
 	default:
 		return unsafe.Pointer(&(*C.DLManagedTensorVersioned)(p).dl_tensor)
@@ -184,15 +184,14 @@ func (o *owner) UnsafeDLTensor() unsafe.Pointer {
 // already). If the consumer refuses it, the caller still owns it: wrap it
 // again (NewManagedTensor) or run its deleter.
 func (o *owner) Release() unsafe.Pointer {
-	return ptr(o.slot().Swap(0))
+	return ptr(o.slot.p.Swap(0) &^ legacyBit)
 }
 
 // Close runs the deleter (once, whichever goroutines call it; closing
 // again, or after Release or Import, does nothing).
 func (o *owner) Close() error {
-	slots := o.slots()
-	if p := slots.p[o.i].Swap(0); p != 0 {
-		C.dlbgo_free_tensor(C.uintptr_t(p), boolC(slots.legacy[o.i]))
+	if v := o.slot.p.Swap(0); v != 0 {
+		freeTensor(v)
 	}
 	return nil
 }
@@ -228,7 +227,7 @@ func NewLegacyManagedTensor(p unsafe.Pointer) *LegacyManagedTensor {
 // ReadOnly reports the READ_ONLY flag of a versioned tensor (false once
 // released, imported or closed).
 func (t *ManagedTensor) ReadOnly() bool {
-	p := (*C.DLManagedTensorVersioned)(ptr(t.slot().Load()))
+	p := (*C.DLManagedTensorVersioned)(ptr(t.slot.p.Load() &^ legacyBit))
 	ro := p != nil && p.flags&C.DLPACK_FLAG_BITMASK_READ_ONLY != 0
 	runtime.KeepAlive(t)
 	return ro
@@ -328,19 +327,20 @@ func (o *ImportOptions) c() *C.dlb_import_options {
 func importTensor(o *owner, opts *ImportOptions) (*Buffer, error) {
 	// Taken out while the library decides, so that no other goroutine
 	// hands the same tensor over meanwhile.
-	p := ptr(o.slot().Swap(0))
-	if p == nil {
+	v := o.slot.p.Swap(0)
+	if v == 0 {
 		return nil, errTaken()
 	}
+	p := ptr(v &^ legacyBit)
 	co := opts.c()
 	b, err := made(func(out **C.dlb_buffer) C.dlb_status {
-		if o.legacy() {
+		if v&legacyBit != 0 {
 			return C.dlb_import_legacy((*C.DLManagedTensor)(p), co, out)
 		}
 		return C.dlb_import_versioned((*C.DLManagedTensorVersioned)(p), co, out)
 	})
 	if err != nil {
-		o.slot().Store(uintptr(p))
+		o.slot.p.Store(v)
 		return nil, err
 	}
 	return b, nil
