@@ -88,8 +88,14 @@ const closed = int64(1) << 62
 // exports keep the memory alive on their own until their deleters run.
 // A Buffer may be used from several goroutines, Close included: a Close
 // during a call (a Read or Write function included) takes effect when the
-// call returns; any use after Close is refused with ErrInvalidArgument.
-type Buffer struct {
+// call returns; any use after Close is refused with ErrInvalidArgument. A
+// copy of a Buffer value is the same reference; the zero Buffer is a
+// closed one.
+type Buffer struct{ st *bufferState }
+
+// bufferState is a Buffer's reference, shared by copies of the Buffer
+// value; the cleanup watches it.
+type bufferState struct {
 	p *C.dlb_buffer
 	// mem is the Go memory the buffer views (Alloc, Wrap), memLen its
 	// bytes; nil for memory Go does not own. It keeps that memory reachable
@@ -101,39 +107,40 @@ type Buffer struct {
 }
 
 func newBuffer(p *C.dlb_buffer, mem unsafe.Pointer, memLen uintptr) *Buffer {
-	b := &Buffer{p: p, mem: mem, memLen: memLen}
-	b.cleanup = runtime.AddCleanup(b, func(p *C.dlb_buffer) { C.dlb_buffer_release(p) }, p)
-	return b
+	st := &bufferState{p: p, mem: mem, memLen: memLen}
+	st.cleanup = runtime.AddCleanup(st, func(p *C.dlb_buffer) { C.dlb_buffer_release(p) }, p)
+	return &Buffer{st}
 }
 
 func errClosed() error { return newError(ErrInvalidArgument, "the Buffer is closed") }
 
 // acquire marks a call in progress: the handle stays valid until done.
 func (b *Buffer) acquire() (*C.dlb_buffer, error) {
-	if b == nil {
+	if b == nil || b.st == nil {
 		return nil, errClosed()
 	}
+	st := b.st
 	for {
-		s := b.uses.Load()
+		s := st.uses.Load()
 		if s&closed != 0 {
 			return nil, errClosed()
 		}
-		if b.uses.CompareAndSwap(s, s+1) {
-			return b.p, nil
+		if st.uses.CompareAndSwap(s, s+1) {
+			return st.p, nil
 		}
 	}
 }
 
 // done ends a call; the last one after a Close releases the reference.
 func (b *Buffer) done() {
-	if b.uses.Add(-1) == closed {
-		b.free()
+	if b.st.uses.Add(-1) == closed {
+		b.st.free()
 	}
 }
 
-func (b *Buffer) free() {
-	b.cleanup.Stop()
-	C.dlb_buffer_release(b.p)
+func (st *bufferState) free() {
+	st.cleanup.Stop()
+	C.dlb_buffer_release(st.p)
 }
 
 // made runs a call that makes a buffer and wraps what it made.
@@ -240,17 +247,18 @@ func wrapGo(data any, ptr unsafe.Pointer, nbytes uintptr, dt C.DLDataType, ndim 
 // that call returns. Closing twice is harmless; any other use of a closed
 // Buffer is refused with ErrInvalidArgument.
 func (b *Buffer) Close() error {
-	if b == nil {
+	if b == nil || b.st == nil {
 		return nil
 	}
+	st := b.st
 	for {
-		s := b.uses.Load()
+		s := st.uses.Load()
 		if s&closed != 0 {
 			return nil
 		}
-		if b.uses.CompareAndSwap(s, s|closed) {
+		if st.uses.CompareAndSwap(s, s|closed) {
 			if s == 0 {
-				b.free()
+				st.free()
 			}
 			return nil
 		}
@@ -264,7 +272,7 @@ func (b *Buffer) Retain() (*Buffer, error) {
 		return nil, err
 	}
 	defer b.done()
-	return newBuffer(C.dlb_buffer_retain(p), b.mem, b.memLen), nil
+	return newBuffer(C.dlb_buffer_retain(p), b.st.mem, b.st.memLen), nil
 }
 
 // UnsafePointer is the dlb_buffer*, lent to other cgo code that calls the
@@ -272,10 +280,10 @@ func (b *Buffer) Retain() (*Buffer, error) {
 // call runtime.KeepAlive(b) after the last use of the pointer (nil when b
 // is closed).
 func (b *Buffer) UnsafePointer() unsafe.Pointer {
-	if b == nil || b.uses.Load()&closed != 0 {
+	if b == nil || b.st == nil || b.st.uses.Load()&closed != 0 {
 		return nil
 	}
-	return unsafe.Pointer(b.p)
+	return unsafe.Pointer(b.st.p)
 }
 
 // Delete marks the buffer deleted (donated): later exports fail with
@@ -393,12 +401,13 @@ func Slice[T Element](b *Buffer) ([]T, error) {
 	if v.numel == 0 {
 		return []T{}, nil
 	}
-	off := uintptr(v.data) - uintptr(b.mem)
-	if b.mem == nil || uintptr(v.data) < uintptr(b.mem) || off+uintptr(v.nbytes) > b.memLen {
+	mem := b.st.mem
+	off := uintptr(v.data) - uintptr(mem)
+	if mem == nil || uintptr(v.data) < uintptr(mem) || off+uintptr(v.nbytes) > b.st.memLen {
 		return nil, newError(ErrNotZeroCopy, "the buffer's memory is not Go's, so a slice could outlive it: "+
 			"use dlbridge.Read, dlbridge.Write or dlbridge.Copy")
 	}
-	return unsafe.Slice((*T)(unsafe.Add(b.mem, off)), int(v.numel)), nil
+	return unsafe.Slice((*T)(unsafe.Add(mem, off)), int(v.numel)), nil
 }
 
 // view lends p's elements to f, the buffer kept open until f returns.

@@ -253,3 +253,36 @@ func TestACopiedManagedTensorClosesOnce(t *testing.T) {
 		t.Fatalf("deleter ran %d times", testlib.DeleterCalls()-calls)
 	}
 }
+
+// A copy of a Buffer value is the same reference (closed once, kept alive
+// by either copy); zero values are closed, not crashes.
+func TestCopiedAndZeroValues(t *testing.T) {
+	noLeaks(t)
+	calls := testlib.DeleterCalls()
+	b := must(Import(NewManagedTensor(testlib.MakeVersioned(3, 1)), nil))
+	c := *b
+	b = nil
+	runtime.GC()
+	runtime.GC()
+	if got := must(Copy[float64](&c)); fmt.Sprint(got) != "[1 2 3]" || testlib.DeleterCalls() != calls {
+		t.Fatalf("the copy reads %v after the original was collected", got)
+	}
+	d := c
+	c.Close()
+	d.Close()
+	if testlib.DeleterCalls() != calls+1 {
+		t.Fatalf("deleter ran %d times", testlib.DeleterCalls()-calls)
+	}
+	var zb Buffer
+	_, err := zb.Export(nil)
+	wantStatus(t, err, ErrInvalidArgument, "closed")
+	if zb.Close() != nil || zb.RefCount() != 0 || zb.UnsafePointer() != nil {
+		t.Fatal("the zero Buffer")
+	}
+	var zm ManagedTensor
+	_, err = Import(&zm, nil)
+	wantStatus(t, err, ErrInvalidArgument, "already")
+	if zm.Close() != nil || zm.Release() != nil || zm.UnsafeDLTensor() != nil || zm.ReadOnly() {
+		t.Fatal("the zero ManagedTensor")
+	}
+}

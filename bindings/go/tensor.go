@@ -154,20 +154,37 @@ func newSlab() *slab {
 	return s
 }
 
-// ptr is a C pointer kept as a uintptr.
-func ptr(p uintptr) unsafe.Pointer { return unsafe.Add(nil, p) }
+// ptr is a C pointer kept as a uintptr (its bits read as a pointer:
+// unsafe.Add(nil, p) would let the compiler assume the result is not nil).
+func ptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
 // UnsafePointer is the managed tensor, lent (nil once released, imported
 // or closed): valid only while the owner is open and reachable, so keep it
 // open and call runtime.KeepAlive on it after the last use of the pointer.
-func (o *owner) UnsafePointer() unsafe.Pointer { return ptr(o.slot.p.Load() &^ legacyBit) }
+func (o *owner) UnsafePointer() unsafe.Pointer { return ptr(o.load() &^ legacyBit) }
+
+// load is the slot's word; 0 for the zero ManagedTensor.
+func (o *owner) load() uintptr {
+	if o == nil || o.slot == nil {
+		return 0
+	}
+	return o.slot.p.Load()
+}
+
+// take empties the slot and returns what it held.
+func (o *owner) take() uintptr {
+	if o == nil || o.slot == nil {
+		return 0
+	}
+	return o.slot.p.Swap(0)
+}
 
 // UnsafeDLTensor is the managed tensor's DLTensor, lent for a native call
 // that reads or writes a tensor without taking it (nil when empty): valid
 // only while the owner is open and reachable, so keep it open and call
 // runtime.KeepAlive on it after the native call.
 func (o *owner) UnsafeDLTensor() unsafe.Pointer {
-	v := o.slot.p.Load()
+	v := o.load()
 	p := ptr(v &^ legacyBit)
 	switch {
 	case v == 0:
@@ -184,13 +201,13 @@ func (o *owner) UnsafeDLTensor() unsafe.Pointer {
 // already). If the consumer refuses it, the caller still owns it: wrap it
 // again (NewManagedTensor) or run its deleter.
 func (o *owner) Release() unsafe.Pointer {
-	return ptr(o.slot.p.Swap(0) &^ legacyBit)
+	return ptr(o.take() &^ legacyBit)
 }
 
 // Close runs the deleter (once, whichever goroutines call it; closing
 // again, or after Release or Import, does nothing).
 func (o *owner) Close() error {
-	if v := o.slot.p.Swap(0); v != 0 {
+	if v := o.take(); v != 0 {
 		freeTensor(v)
 	}
 	return nil
@@ -227,7 +244,7 @@ func NewLegacyManagedTensor(p unsafe.Pointer) *LegacyManagedTensor {
 // ReadOnly reports the READ_ONLY flag of a versioned tensor (false once
 // released, imported or closed).
 func (t *ManagedTensor) ReadOnly() bool {
-	p := (*C.DLManagedTensorVersioned)(ptr(t.slot.p.Load() &^ legacyBit))
+	p := (*C.DLManagedTensorVersioned)(ptr(t.load() &^ legacyBit))
 	ro := p != nil && p.flags&C.DLPACK_FLAG_BITMASK_READ_ONLY != 0
 	runtime.KeepAlive(t)
 	return ro
@@ -327,7 +344,7 @@ func (o *ImportOptions) c() *C.dlb_import_options {
 func importTensor(o *owner, opts *ImportOptions) (*Buffer, error) {
 	// Taken out while the library decides, so that no other goroutine
 	// hands the same tensor over meanwhile.
-	v := o.slot.p.Swap(0)
+	v := o.take()
 	if v == 0 {
 		return nil, errTaken()
 	}
