@@ -10,7 +10,7 @@
 //
 // # Memory safety
 //
-// No code without package unsafe can reach memory that was freed:
+// What this package hands out never outlives the memory under it:
 //
 //   - Slice returns Go memory only (buffers made by Alloc or Wrap): the
 //     garbage collector keeps it alive as long as the slice is reachable,
@@ -18,16 +18,20 @@
 //   - Memory Go does not own (shared memory, imported tensors) is reached
 //     through Read and Write, which lend it to a function and keep the
 //     buffer open until the function returns (a Close meanwhile, from any
-//     goroutine, waits for it), or copied out by Copy. The slice given to
-//     the function must not be kept after it returns.
+//     goroutine, takes effect then), or copied out by Copy. The slice given
+//     to the function must not be kept after it returns: the one rule the
+//     package cannot enforce.
 //   - The methods that hand out C pointers for other cgo code are named
 //     Unsafe...: their results are valid only while the object is open and
 //     reachable (runtime.KeepAlive).
+//   - Copies of Buffer and ManagedTensor values are the same reference;
+//     Close runs once whichever copy calls it, from any goroutine.
 //
 // Lifetimes are explicit: call Close on every Buffer and on every
 // ManagedTensor that is not handed to native code (Release). A forgotten
 // Close is caught by a cleanup (runtime.AddCleanup) when the garbage
-// collector finds the object unreachable: a backstop, not a plan.
+// collector finds the object unreachable (managed tensors share one
+// cleanup per 256 made one after the other): a backstop, not a plan.
 //
 // Every DLPack rule (dtypes, layouts, devices, ownership, whether the CPU
 // may view a buffer's elements) is the C library's: this package asks it
