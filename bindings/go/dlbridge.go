@@ -24,8 +24,11 @@
 //   - The methods that hand out C pointers for other cgo code are named
 //     Unsafe...: their results are valid only while the object is open and
 //     reachable (runtime.KeepAlive).
-//   - Copies of Buffer and ManagedTensor values are the same reference;
-//     Close runs once whichever copy calls it, from any goroutine.
+//   - A copy of a Buffer value is the same reference, and keeps it alive
+//     as the original does. A copy of a ManagedTensor value shares its
+//     tensor (Close runs the deleter once, whichever copy calls it, from any
+//     goroutine), but only the *ManagedTensor the package returned keeps it
+//     from the backstop cleanup below; a copy then finds it empty.
 //
 // Lifetimes are explicit: call Close on every Buffer and on every
 // ManagedTensor that is not handed to native code (Release). A forgotten

@@ -59,7 +59,8 @@ import (
 // once the whole slab is unreachable: a backstop without a cleanup to
 // register and stop per export. An owner points to its tensor's slot, in
 // memory apart from the slab, where the cleanup can reach it; a copy of an
-// owner (of a ManagedTensor value) points to the same slot.
+// owner (of a ManagedTensor value) points to the same slot, and finds it
+// empty once the slab's cleanup ran.
 type owner struct{ slot *tensorSlot }
 
 const slabSize = 256
