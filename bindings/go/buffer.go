@@ -175,17 +175,20 @@ func Alloc(dtype string, shape ...int64) (*Buffer, error) {
 	if err := call(func() C.dlb_status { return C.dlbgo_nbytes(dt, ndim, dims, &need) }); err != nil {
 		return nil, err
 	}
-	if uint64(need) > uint64(^uintptr(0)>>1)-64 {
-		return nil, newError(ErrOutOfMemory, "%d bytes do not fit in Go's memory", uint64(need))
+	// Go cannot report a failed allocation (it ends the process), so a
+	// size the machine cannot hold is refused before make.
+	if limit := allocLimit(); uint64(need) > limit {
+		return nil, newError(ErrOutOfMemory, "%d bytes are more than this machine's memory and swap (%d bytes)",
+			uint64(need), limit)
 	}
 	var mem []byte
-	var ptr unsafe.Pointer
+	var data unsafe.Pointer
 	if need > 0 {
 		mem = make([]byte, uintptr(need)+63)
-		ptr = unsafe.Pointer(&mem[0])
-		ptr = unsafe.Add(ptr, (64-uintptr(ptr)%64)%64)
+		data = unsafe.Pointer(&mem[0])
+		data = unsafe.Add(data, (64-uintptr(data)%64)%64)
 	}
-	return wrapGo(mem, ptr, uintptr(need), dt, ndim, dims)
+	return wrapGo(mem, data, uintptr(need), dt, ndim, dims)
 }
 
 type pinned struct {
@@ -219,26 +222,26 @@ func Wrap[T Element](data []T, shape ...int64) (*Buffer, error) {
 	return wrapGo(data, unsafe.Pointer(unsafe.SliceData(data)), uintptr(have), dt, ndim, dims)
 }
 
-// wrapGo makes a buffer over Go memory at ptr (nbytes long), which data
+// wrapGo makes a buffer over Go memory at at (nbytes long), which owner
 // keeps alive; the memory is pinned until the library's release callback.
-func wrapGo(data any, ptr unsafe.Pointer, nbytes uintptr, dt C.DLDataType, ndim C.int32_t, dims *C.int64_t) (*Buffer, error) {
-	p := &pinned{data: data}
+func wrapGo(owner any, at unsafe.Pointer, nbytes uintptr, dt C.DLDataType, ndim C.int32_t, dims *C.int64_t) (*Buffer, error) {
+	p := &pinned{data: owner}
 	if nbytes > 0 {
-		p.pin.Pin(ptr)
+		p.pin.Pin(at)
 	} else {
-		ptr = nil
+		at = nil
 	}
 	h := cgo.NewHandle(p)
 	wrapped.Add(1)
 	var out *C.dlb_buffer
-	err := call(func() C.dlb_status { return C.dlbgo_wrap(ptr, dt, ndim, dims, C.uintptr_t(h), &out) })
+	err := call(func() C.dlb_status { return C.dlbgo_wrap(at, dt, ndim, dims, C.uintptr_t(h), &out) })
 	if err != nil { // the library does not call the release callback when it refuses
 		h.Delete()
 		p.pin.Unpin()
 		wrapped.Add(-1)
 		return nil, err
 	}
-	return newBuffer(out, ptr, nbytes), nil
+	return newBuffer(out, at, nbytes), nil
 }
 
 // Close drops this reference; the memory goes when the last reference and

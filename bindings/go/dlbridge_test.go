@@ -206,6 +206,9 @@ func TestBadInputIsRefusedWithTheLibrarysWords(t *testing.T) {
 	wantStatus(t, err, ErrInvalidArgument, "needs 16 bytes, the slice holds 12")
 	_, err = Alloc("float32", make([]int64, 65)...)
 	wantStatus(t, err, ErrInvalidArgument, "65")
+	// More than the machine holds: refused, not a Go out-of-memory crash.
+	_, err = Alloc("float64", 1<<30, 1<<20)
+	wantStatus(t, err, ErrOutOfMemory, "more than this machine's memory")
 
 	b := must(Alloc("float64", 3))
 	_, err = Slice[float32](b)
