@@ -99,14 +99,14 @@ func TestExportToANativeConsumer(t *testing.T) {
 		t.Fatalf("live exports %d, refcount %d", LiveExports()-live, b.RefCount())
 	}
 	// The native library writes through the borrowed tensor: the same memory.
-	if !testlib.StoreF64(m.DLTensor(), 5, 50) || x[5] != 50 {
+	if !testlib.StoreF64(m.UnsafeDLTensor(), 5, 50) || x[5] != 50 {
 		t.Fatalf("native write not seen: %v", x)
 	}
 	sum, ok := testlib.ConsumeVersioned(m.Release())
 	if !ok || sum != 0+1+2+3+4+50 {
 		t.Fatalf("native sum %v (ok %v)", sum, ok)
 	}
-	if m.Pointer() != nil || LiveExports() != live || b.RefCount() != 1 {
+	if m.UnsafePointer() != nil || LiveExports() != live || b.RefCount() != 1 {
 		t.Fatalf("after the native deleter: live %d, refcount %d", LiveExports()-live, b.RefCount())
 	}
 	l := must(b.ExportLegacy(nil))
@@ -124,12 +124,17 @@ func TestImportFromANativeProducer(t *testing.T) {
 	calls := testlib.DeleterCalls()
 	m := NewManagedTensor(testlib.MakeVersioned(5, 1))
 	b := must(Import(m, nil))
-	if m.Pointer() != nil {
+	if m.UnsafePointer() != nil {
 		t.Fatal("Import left the tensor with its old owner")
 	}
-	x := must(Slice[float64](b))
-	if fmt.Sprint(x) != "[1 2 3 4 5]" || b.Flags()&FlagImported == 0 {
-		t.Fatalf("imported %v, flags %#x", x, b.Flags())
+	// The native library's memory is not Go's: no slice that could outlive
+	// it, but a view lent to a function.
+	_, err := Slice[float64](b)
+	wantStatus(t, err, ErrNotZeroCopy, "not Go's")
+	var seen string
+	if err := Read(b, func(x []float64) { seen = fmt.Sprint(x) }); err != nil || seen != "[1 2 3 4 5]" ||
+		b.Flags()&FlagImported == 0 {
+		t.Fatalf("imported %v (%v), flags %#x", seen, err, b.Flags())
 	}
 	// Re-exported to the native library's consumer: still one deleter call, at the end.
 	re := must(b.Export(nil))
@@ -140,7 +145,7 @@ func TestImportFromANativeProducer(t *testing.T) {
 		t.Fatal("the producer's deleter ran while the buffer was open")
 	}
 	// Imported twice: refused, and the deleter still runs once.
-	_, err := Import(m, nil)
+	_, err = Import(m, nil)
 	wantStatus(t, err, ErrInvalidArgument, "imported, released or closed already")
 	b.Close()
 	if testlib.DeleterCalls() != calls+1 {
@@ -150,6 +155,11 @@ func TestImportFromANativeProducer(t *testing.T) {
 	lb := must(ImportLegacy(NewLegacyManagedTensor(testlib.MakeLegacy(3, 7)), &ImportOptions{LegacyReadOnly: true}))
 	_, err = Slice[float64](lb)
 	wantStatus(t, err, ErrReadOnly, "read-only")
+	err = Write(lb, func([]float64) { t.Fatal("Write lent a read-only buffer") })
+	wantStatus(t, err, ErrReadOnly, "read-only")
+	if err := Read(lb, func(x []float64) { seen = fmt.Sprint(x) }); err != nil || seen != "[7 8 9]" {
+		t.Fatalf("read %v (%v)", seen, err)
+	}
 	if v := must(Copy[float64](lb)); fmt.Sprint(v) != "[7 8 9]" {
 		t.Fatalf("copy %v", v)
 	}
@@ -165,7 +175,7 @@ func TestARefusedImportLeavesTheTensorWithItsOwner(t *testing.T) {
 	m := NewManagedTensor(testlib.MakeVersioned(4, 0))
 	_, err := Import(m, &ImportOptions{Alignment: 1 << 20})
 	wantStatus(t, err, ErrAlignment, "")
-	if m.Pointer() == nil || testlib.DeleterCalls() != calls {
+	if m.UnsafePointer() == nil || testlib.DeleterCalls() != calls {
 		t.Fatal("a refused import took the tensor")
 	}
 	// A refused native consume leaves it with the caller too.
@@ -196,6 +206,9 @@ func TestBadInputIsRefusedWithTheLibrarysWords(t *testing.T) {
 	wantStatus(t, err, ErrInvalidArgument, "needs 16 bytes, the slice holds 12")
 	_, err = Alloc("float32", make([]int64, 65)...)
 	wantStatus(t, err, ErrInvalidArgument, "65")
+	// More than the machine holds: refused, not a Go out-of-memory crash.
+	_, err = Alloc("float64", 1<<30, 1<<20)
+	wantStatus(t, err, ErrOutOfMemory, "more than this machine's memory")
 
 	b := must(Alloc("float64", 3))
 	_, err = Slice[float32](b)
@@ -242,7 +255,7 @@ func TestWrappedGoMemoryStaysPinnedWhileAnExportLives(t *testing.T) {
 		t.Fatal("released while an export still uses the memory")
 	}
 	runtime.GC()
-	testlib.StoreF64(e.DLTensor(), 3, 40)
+	testlib.StoreF64(e.UnsafeDLTensor(), 3, 40)
 	if data[3] != 40 {
 		t.Fatalf("native write not seen in the Go slice: %v", data)
 	}
@@ -284,13 +297,13 @@ func TestExportOptionsReachTheLibrary(t *testing.T) {
 	x := must(Slice[float32](b))
 	c := must(b.Export(&ExportOptions{Copy: CopyAlways, ReadOnly: true}))
 	defer c.Close()
-	if !c.ReadOnly() || uintptr(*(*unsafe.Pointer)(c.DLTensor())) == uintptr(unsafe.Pointer(&x[0])) {
+	if !c.ReadOnly() || uintptr(*(*unsafe.Pointer)(c.UnsafeDLTensor())) == uintptr(unsafe.Pointer(&x[0])) {
 		t.Fatal("CopyAlways shared the memory, or READ_ONLY was lost")
 	}
 	_, err := b.ExportLegacy(&ExportOptions{ReadOnly: true})
 	wantStatus(t, err, ErrReadOnly, "")
 	r := must(b.Retain())
-	if b.RefCount() != 2 || r.Pointer() != b.Pointer() {
+	if b.RefCount() != 2 || r.UnsafePointer() != b.UnsafePointer() {
 		t.Fatal("Retain")
 	}
 	r.Close()

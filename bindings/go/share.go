@@ -29,10 +29,11 @@ func AllocShared(dtype string, shape ...int64) (*Buffer, error) {
 // the C, Rust or Python calls) and maps the same memory. This process keeps
 // the memory file until the ticket is opened or the process exits.
 func (b *Buffer) Ticket(flags uint64) ([]byte, error) {
-	p, err := b.handle()
+	p, err := b.acquire()
 	if err != nil {
 		return nil, err
 	}
+	defer b.done()
 	var t C.dlb_share_ticket
 	if err := call(func() C.dlb_status { return C.dlb_share_ticket_issue(p, C.uint64_t(flags), &t) }); err != nil {
 		return nil, err

@@ -37,8 +37,9 @@ func TestAPythonProcessMapsAGoTicketAndWritesIntoIt(t *testing.T) {
 	noLeaks(t)
 	b := must(AllocShared("float32", 2, 2))
 	defer b.Close()
-	x := must(Slice[float32](b))
-	copy(x, []float32{1, 2, 3, 4})
+	if err := Write(b, func(x []float32) { copy(x, []float32{1, 2, 3, 4}) }); err != nil {
+		t.Fatal(err)
+	}
 	ticket := must(b.Ticket(0))
 	out, err := python(t, `
 import ctypes, sys, dlbridge
@@ -53,7 +54,7 @@ print("ok")
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		t.Fatalf("python: %v: %q", err, out)
 	}
-	if fmt.Sprint(x) != "[-10 -20 -30 -40]" {
+	if x := must(Copy[float32](b)); fmt.Sprint(x) != "[-10 -20 -30 -40]" {
 		t.Fatalf("the Python process's write is not seen: %v", x)
 	}
 }
@@ -80,12 +81,15 @@ print(" ".join(str(v) for v in (ctypes.c_double * 6).from_address(t.data_ptr)), 
 	}
 	ticket := must(hex.DecodeString(lines.Text()))
 	b := must(OpenTicket(ticket, 0))
-	x := must(Slice[float64](b))
-	if fmt.Sprint(x) != "[0 1 2 3 4 5]" {
-		t.Fatalf("mapped %v", x)
-	}
-	for i := range x {
-		x[i] += 0.5
+	var mapped string
+	err := Write(b, func(x []float64) {
+		mapped = fmt.Sprint(x)
+		for i := range x {
+			x[i] += 0.5
+		}
+	})
+	if err != nil || mapped != "[0 1 2 3 4 5]" {
+		t.Fatalf("mapped %v (%v)", mapped, err)
 	}
 	b.Close()
 	fmt.Fprintln(stdin, "done")
