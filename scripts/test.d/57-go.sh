@@ -84,10 +84,7 @@ zip=$(ls "$proxy"/dlbridge.dev/dlbridge/@v/*.zip)
 # docs/go.md: the install line (the ```sh block after `<!-- install: go -->`,
 # which scripts/doc-examples leaves to this stage) and the complete example
 # (the first ```go block) with its output (the first ```text block).
-install_line=$(awk '$0 == "<!-- install: go -->" { seen = 1; next }
-  seen == 1 && /^```sh$/ { seen = 2; next }
-  seen == 2 && /^```$/ { exit }
-  seen == 2 { print }' "$root/docs/go.md")
+install_line=$(bash "$root/scripts/install-doc-block" go docs/go.md)
 case "$install_line" in
   "go get dlbridge.dev/dlbridge@v"*) ;;
   *) echo "57-go: docs/go.md's install block is not one go get line: '$install_line'" >&2; exit 1 ;;
