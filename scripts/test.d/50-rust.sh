@@ -103,6 +103,24 @@ dirty=()
 lock=$CARGO_TARGET_DIR/.dlbridge-stage.lock
 flock "$lock" cargo publish --dry-run --locked "${dirty[@]}" -p dlbridge-sys -p dlbridge
 
+echo "== 50-rust: docs/rust.md's install line in a fresh cargo project"
+# The ```sh block after `<!-- install: cargo -->`, run as written but for
+# its placeholder /path/to/dlbridge, which names this checkout; then the
+# project builds and runs against the crate it added.
+app=$(mktemp -d)/app
+cargo new --quiet --vcs none "$app"
+line=$(bash "$root/scripts/install-doc-block" cargo docs/rust.md)
+echo "  \$ $line"
+(cd "$app" && CARGO_NET_OFFLINE=true bash -euo pipefail -c "${line//\/path\/to\/dlbridge/$root}")
+cat >"$app/src/main.rs" <<'RS'
+fn main() {
+    let b = dlbridge::Buffer::alloc(dlbridge::DLDataType::F32, &[2, 3]).expect("alloc");
+    println!("{} elements, live exports {}", b.numel(), dlbridge::live_exports());
+}
+RS
+(cd "$app" && cargo run --offline --quiet)
+rm -rf "$(dirname "$app")"
+
 echo "== 50-rust: the python feature from Python ($("$python" --version))"
 pymod=$(mktemp -d)
 flock "$lock" bash -c 'cargo build --offline --locked -p dlbridge-pytest &&
