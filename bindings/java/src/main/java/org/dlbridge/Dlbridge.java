@@ -15,16 +15,44 @@ public final class Dlbridge {
    */
   static final Cleaner CLEANER = Cleaner.create();
 
-  /** The library's version, "MAJOR.MINOR.PATCH". */
+  /**
+   * The library's version.
+   *
+   * @return "MAJOR.MINOR.PATCH"
+   */
   public static String version() {
-    return Lib.dlb_version_string();
+    return Lib.versionString();
   }
 
   /**
    * Managed tensors the library exported whose deleter has not run yet, in
-   * this process: 0 once every export was consumed or closed.
+   * this process.
+   *
+   * @return the count: 0 once every export was consumed or closed
    */
   public static long liveExports() {
-    return Lib.dlb_live_exports();
+    return Lib.liveExports();
+  }
+
+  /**
+   * How this binding calls the library: {@code "FFM"} (the Foreign Function
+   * &amp; Memory API, Java 22 and newer, from the multi-release jar) or
+   * {@code "JNA"}.
+   *
+   * @return the implementation's name
+   */
+  public static String implementation() {
+    return Lib.implementation();
+  }
+
+  /**
+   * The file the library was loaded from: the one named by
+   * {@code -Ddlbridge.library} or {@code DLBRIDGE_LIBRARY}, or the jar's copy
+   * extracted to a temporary file.
+   *
+   * @return the path, or null when it was found on the system's library path
+   */
+  public static String libraryPath() {
+    return Lib.PATH;
   }
 }
