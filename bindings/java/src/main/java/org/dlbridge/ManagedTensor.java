@@ -1,7 +1,6 @@
 package org.dlbridge;
 
 import com.sun.jna.Pointer;
-import java.lang.ref.Cleaner;
 
 /**
  * An owned DLPack managed tensor: a {@code DLManagedTensorVersioned*} or a
@@ -10,35 +9,34 @@ import java.lang.ref.Cleaner;
  * ({@link #adoptVersioned}, {@link #adoptLegacy}). Whoever owns it runs its
  * deleter exactly once: {@link #close()} does, unless the tensor was handed
  * on ({@link #transfer()} to a native consumer, {@link Buffer#importTensor}
- * to a buffer). A tensor dropped without either has its deleter run by a
- * {@link java.lang.ref.Cleaner}, as a backstop. Not for concurrent use.
+ * to a buffer). A tensor dropped without either has its deleter run on a
+ * daemon thread once the collector finds it unreachable (a phantom
+ * reference, as a {@link java.lang.ref.Cleaner} would), as a backstop. Not
+ * for concurrent use.
  */
 public final class ManagedTensor implements AutoCloseable {
-  /** The cleaning action; holds no reference to the ManagedTensor. */
-  private static final class Owner implements Runnable {
-    private final long tensor;
-    private final boolean versioned;
-    private volatile boolean owned = true;
+  /** The tensor and its backstop; holds no reference to the ManagedTensor. */
+  private static final class Owner extends Backstop.Ref {
+    final long tensor;
+    final boolean versioned;
 
-    Owner(long tensor, boolean versioned) {
+    Owner(ManagedTensor referent, long tensor, boolean versioned) {
+      super(referent);
       this.tensor = tensor;
       this.versioned = versioned;
     }
 
     @Override
-    public void run() {
-      if (!owned) return;
-      owned = false;
+    void release() {
       Lib.managedFree(tensor, versioned);
     }
   }
 
   private final Owner owner;
-  private final Cleaner.Cleanable cleanable;
+  private boolean owned = true; // not for concurrent use: unlink() is what decides, under a lock
 
   ManagedTensor(long tensor, boolean versioned) {
-    owner = new Owner(tensor, versioned);
-    cleanable = Dlbridge.CLEANER.register(this, owner);
+    owner = new Owner(this, tensor, versioned);
   }
 
   private static long nonNull(long tensor) {
@@ -105,7 +103,7 @@ public final class ManagedTensor implements AutoCloseable {
    *     handed on
    */
   public long address() {
-    if (!owner.owned) {
+    if (!owned) {
       throw new DlbridgeException(Status.ERR_INVALID_ARGUMENT.code(), Lib.statusName(Status.ERR_INVALID_ARGUMENT.code()),
           "the managed tensor was closed or handed on");
     }
@@ -152,13 +150,17 @@ public final class ManagedTensor implements AutoCloseable {
 
   /** Ownership moved elsewhere: the backstop must not run the deleter. */
   void disown() {
-    owner.owned = false;
-    cleanable.clean(); // nothing left to do: unregisters the backstop
+    owned = false;
+    if (owner.unlink()) owner.clear();
   }
 
   /** Runs the deleter, if this still owns the tensor. Calling it again does nothing. */
   @Override
   public void close() {
-    cleanable.clean();
+    owned = false;
+    if (owner.unlink()) {
+      owner.clear();
+      owner.release();
+    }
   }
 }

@@ -70,10 +70,10 @@ final class Lib {
     }
   }
 
-  private static MethodHandle fn(String name, FunctionDescriptor descriptor) {
+  private static MethodHandle fn(String name, FunctionDescriptor descriptor, Linker.Option... options) {
     MemorySegment symbol = SYMBOLS.find(name)
         .orElseThrow(() -> new UnsatisfiedLinkError("libdlbridge has no symbol " + name + " (" + PATH + ")"));
-    return LINKER.downcallHandle(symbol, descriptor);
+    return LINKER.downcallHandle(symbol, descriptor, options);
   }
 
   private static final MethodHandle VERSION_STRING = fn("dlb_version_string", FunctionDescriptor.of(ADDRESS));
@@ -106,6 +106,12 @@ final class Lib {
       FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
   private static final MethodHandle EXPORT_LEGACY = fn("dlb_export_legacy",
       FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+  // The default export of the hot path as a critical call (no thread-state
+  // change): it never calls back into Java (no Java backend exists), and
+  // it copies only a backend's storage; exports with options, which may
+  // ask for a copy of any size, keep the ordinary handles above.
+  private static final MethodHandle EXPORT_VERSIONED_CRITICAL = fn("dlb_export_versioned",
+      FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS), Linker.Option.critical(false));
   private static final MethodHandle IMPORT_VERSIONED = fn("dlb_import_versioned",
       FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
   private static final MethodHandle IMPORT_LEGACY = fn("dlb_import_legacy",
@@ -354,7 +360,7 @@ final class Lib {
     try {
       MemorySegment out = OUT.get();
       if (copy < 0 && flags == 0) {
-        check(versioned ? (int) EXPORT_VERSIONED.invokeExact(at(buffer), MemorySegment.NULL, out)
+        check(versioned ? (int) EXPORT_VERSIONED_CRITICAL.invokeExact(at(buffer), MemorySegment.NULL, out)
             : (int) EXPORT_LEGACY.invokeExact(at(buffer), MemorySegment.NULL, out));
         return out.get(JAVA_LONG, 0);
       }

@@ -229,6 +229,21 @@ class BindingTest {
   }
 
   @Test
+  void closeRacingCloseRunsTheDeleterOnce() throws Exception {
+    long live = Dlbridge.liveExports();
+    try (Buffer b = Buffer.allocate("int8", 4)) {
+      for (int i = 0; i < 1000; i++) {
+        ManagedTensor t = b.exportVersioned();
+        Thread other = new Thread(t::close);
+        other.start();
+        t.close();
+        other.join();
+        equal(Dlbridge.liveExports(), live, "after round " + i);
+      }
+    }
+  }
+
+  @Test
   void badHandles() {
     Buffer b = Buffer.allocate("float32", 4);
     b.close();
