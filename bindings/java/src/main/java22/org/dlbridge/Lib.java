@@ -49,9 +49,17 @@ final class Lib {
       SYMBOLS = PATH != null ? SymbolLookup.libraryLookup(Path.of(PATH), Arena.global())
           : SymbolLookup.libraryLookup(System.mapLibraryName("dlbridge"), Arena.global());
     } catch (IllegalArgumentException e) {
+      // The lookup's message does not say why; the dynamic loader's does
+      // (not an ELF file, a missing dependency, a glibc too old).
+      String why = e.getMessage();
+      try {
+        if (PATH != null) System.load(PATH);
+      } catch (UnsatisfiedLinkError loader) {
+        why = loader.getMessage();
+      }
       UnsatisfiedLinkError error = new UnsatisfiedLinkError("cannot load libdlbridge ("
           + (PATH != null ? PATH : System.mapLibraryName("dlbridge") + " on the system's library path") + "): "
-          + e.getMessage());
+          + why);
       error.initCause(e);
       throw error;
     }
