@@ -1,73 +1,89 @@
 package org.dlbridge;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.lang.ref.PhantomReference;
 import java.lang.ref.Reference;
 import java.lang.ref.ReferenceQueue;
 
 /**
- * The backstop of {@link ManagedTensor}: a phantom reference per tensor,
- * kept in one of a few locked lists, whose release runs exactly once, by
- * whoever unlinks it first: {@code close()} (or a hand-over), or this
- * class's daemon thread once the collector found the tensor unreachable.
- * It does what a {@link java.lang.ref.Cleaner} does with one object per
- * registration instead of two and a lock per stripe instead of one for
- * all, since every export makes one (the Cleaner registration cost more
- * than the export itself).
+ * The backstop of {@link ManagedTensor}: a phantom reference per tensor
+ * whose release runs exactly once, by whoever disarms it first:
+ * {@code close()} (or a hand-over), or this class's daemon thread once the
+ * collector found the tensor unreachable. What a
+ * {@link java.lang.ref.Cleaner} does, for less, since every export makes
+ * one (a Cleaner registration cost more than the export itself): one
+ * object per registration instead of two, one lock per registration (in
+ * one of a few stripes) instead of two, and a compare-and-set to disarm.
+ * The references are kept reachable in their stripe's list; disarmed ones
+ * are swept from it when the list has doubled since the last sweep.
  */
 final class Backstop {
   private Backstop() {}
 
-  /** A tracked object: its release runs once, after it was unlinked. */
+  /** A tracked object: its release runs once, after a successful {@link #disarm()}. */
   abstract static class Ref extends PhantomReference<Object> {
-    private Ref prev;
-    private Ref next;
-    private final Stripe stripe;
+    private static final VarHandle STATE;
+
+    static {
+      try {
+        STATE = MethodHandles.lookup().findVarHandle(Ref.class, "state", int.class);
+      } catch (ReflectiveOperationException e) {
+        throw new ExceptionInInitializerError(e);
+      }
+    }
+
+    private volatile int state; // 0 armed, 1 disarmed
+    private Ref next; // in its stripe's list, under the stripe's lock
 
     Ref(Object referent) {
       super(referent, QUEUE);
-      stripe = STRIPES[(int) (Thread.currentThread().getId() & (STRIPES.length - 1))];
-      stripe.link(this);
+      STRIPES[(int) (Thread.currentThread().getId() & (STRIPES.length - 1))].add(this);
     }
 
-    /** A stripe's head: in no list, never enqueued. */
-    private Ref() {
-      super(null, null);
-      stripe = null;
+    /** True for the one caller that disarmed it, who then must {@link #release()}. */
+    final boolean disarm() {
+      return STATE.compareAndSet(this, 0, 1);
     }
 
-    /** Unlinks this; true for the one caller that did, who then must {@link #release()}. */
-    final boolean unlink() {
-      return stripe.unlink(this);
+    final boolean armed() {
+      return (int) STATE.getVolatile(this) == 0;
     }
 
-    /** Runs once, after a successful {@link #unlink()}. */
+    /** Runs once, after a successful {@link #disarm()}. */
     abstract void release();
   }
 
-  /** The head of a stripe's list. */
-  private static final class Head extends Ref {
-    @Override
-    void release() {}
-  }
-
-  /** One list; its head is a sentinel. */
+  /** One list of references, with its own lock. */
   private static final class Stripe {
-    private final Ref head = new Head();
+    private Ref head;
+    private int size;
+    private int sweepAt = 1024;
 
-    synchronized void link(Ref r) {
-      r.prev = head;
-      r.next = head.next;
-      if (head.next != null) head.next.prev = r;
-      head.next = r;
+    synchronized void add(Ref r) {
+      r.next = head;
+      head = r;
+      if (++size >= sweepAt) sweep();
     }
 
-    synchronized boolean unlink(Ref r) {
-      if (r.prev == null) return false;
-      r.prev.next = r.next;
-      if (r.next != null) r.next.prev = r.prev;
-      r.prev = null;
-      r.next = null;
-      return true;
+    /** Drops the disarmed references; the next sweep waits until the list doubles. */
+    private void sweep() {
+      Ref kept = null;
+      int n = 0;
+      for (Ref r = head; r != null; ) {
+        Ref next = r.next;
+        if (r.armed()) {
+          r.next = kept;
+          kept = r;
+          n++;
+        } else {
+          r.next = null;
+        }
+        r = next;
+      }
+      head = kept;
+      size = n;
+      sweepAt = 2 * n + 1024;
     }
   }
 
@@ -85,7 +101,7 @@ final class Backstop {
     while (true) {
       try {
         Reference<?> r = QUEUE.remove();
-        if (r instanceof Ref && ((Ref) r).unlink()) ((Ref) r).release();
+        if (r instanceof Ref && ((Ref) r).disarm()) ((Ref) r).release();
       } catch (InterruptedException e) {
         // keep draining: the thread lives as long as the process
       } catch (Throwable e) {

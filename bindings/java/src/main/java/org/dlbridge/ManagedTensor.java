@@ -33,7 +33,7 @@ public final class ManagedTensor implements AutoCloseable {
   }
 
   private final Owner owner;
-  private boolean owned = true; // not for concurrent use: unlink() is what decides, under a lock
+  private boolean owned = true; // not for concurrent use: disarm() is what decides, atomically
 
   ManagedTensor(long tensor, boolean versioned) {
     owner = new Owner(this, tensor, versioned);
@@ -151,14 +151,14 @@ public final class ManagedTensor implements AutoCloseable {
   /** Ownership moved elsewhere: the backstop must not run the deleter. */
   void disown() {
     owned = false;
-    if (owner.unlink()) owner.clear();
+    if (owner.disarm()) owner.clear();
   }
 
   /** Runs the deleter, if this still owns the tensor. Calling it again does nothing. */
   @Override
   public void close() {
     owned = false;
-    if (owner.unlink()) {
+    if (owner.disarm()) {
       owner.clear();
       owner.release();
     }
