@@ -7,11 +7,11 @@ public final class Dlbridge {
   private Dlbridge() {}
 
   /**
-   * The backstop of every handle of this package: a handle that becomes
-   * unreachable without {@code close()} has its reference (or its deleter)
-   * dropped on this cleaner's thread. It is a safety net, not the way:
-   * close handles (try-with-resources), since nothing says when the
-   * collector runs.
+   * The backstop of {@link Buffer} handles and views: a handle that becomes
+   * unreachable without {@code close()} has its reference dropped on this
+   * cleaner's thread ({@link ManagedTensor}s have a cheaper one of their
+   * own, {@code Backstop}). It is a safety net, not the way: close handles
+   * (try-with-resources), since nothing says when the collector runs.
    */
   static final Cleaner CLEANER = Cleaner.create();
 
