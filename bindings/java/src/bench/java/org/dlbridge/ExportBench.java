@@ -1,6 +1,5 @@
 package org.dlbridge;
 
-import com.sun.jna.Pointer;
 import java.util.Arrays;
 
 /**
@@ -18,17 +17,15 @@ public final class ExportBench {
     final int rounds = 7;
     final int warmup = 3;
     try (Buffer b = Buffer.allocate("float32", 2, 3, 4, 5)) {
-      Pointer h = b.ptr();
-      long[] out = new long[1];
+      long h = b.ptr();
       double[] per = new double[rounds];
       for (int r = -warmup; r < rounds; r++) {
         long t0 = System.nanoTime();
         if (mode.equals("call")) {
-          for (long i = 0; i < n; i++) Lib.dlb_live_exports();
+          for (long i = 0; i < n; i++) Lib.liveExports();
         } else if (mode.equals("raw")) {
           for (long i = 0; i < n; i++) {
-            Lib.check(Lib.dlb_export_versioned(h, null, out));
-            Lib.dlb_managed_free_versioned(new Pointer(out[0]));
+            Lib.managedFree(Lib.export(h, true, -1, 0), true);
           }
         } else {
           for (long i = 0; i < n; i++) {

@@ -1,7 +1,6 @@
 package org.dlbridge;
 
 import com.sun.jna.Pointer;
-import java.lang.ref.Cleaner;
 
 /**
  * An owned DLPack managed tensor: a {@code DLManagedTensorVersioned*} or a
@@ -10,57 +9,87 @@ import java.lang.ref.Cleaner;
  * ({@link #adoptVersioned}, {@link #adoptLegacy}). Whoever owns it runs its
  * deleter exactly once: {@link #close()} does, unless the tensor was handed
  * on ({@link #transfer()} to a native consumer, {@link Buffer#importTensor}
- * to a buffer). A tensor dropped without either has its deleter run by a
- * {@link java.lang.ref.Cleaner}, as a backstop. Not for concurrent use.
+ * to a buffer). A tensor dropped without either has its deleter run on a
+ * daemon thread once the collector finds it unreachable (a phantom
+ * reference, as a {@link java.lang.ref.Cleaner} would), as a backstop. Not
+ * for concurrent use.
  */
 public final class ManagedTensor implements AutoCloseable {
-  /** The cleaning action; holds no reference to the ManagedTensor. */
-  private static final class Owner implements Runnable {
-    private final Pointer tensor;
-    private final boolean versioned;
-    private volatile boolean owned = true;
+  /** The tensor and its backstop; holds no reference to the ManagedTensor. */
+  private static final class Owner extends Backstop.Ref {
+    final long tensor;
+    final boolean versioned;
 
-    Owner(Pointer tensor, boolean versioned) {
+    Owner(ManagedTensor referent, long tensor, boolean versioned) {
+      super(referent);
       this.tensor = tensor;
       this.versioned = versioned;
     }
 
     @Override
-    public void run() {
-      if (!owned) return;
-      owned = false;
-      if (versioned) {
-        Lib.dlb_managed_free_versioned(tensor);
-      } else {
-        Lib.dlb_managed_free_legacy(tensor);
-      }
+    void release() {
+      Lib.managedFree(tensor, versioned);
     }
   }
 
   private final Owner owner;
-  private final Cleaner.Cleanable cleanable;
+  private boolean owned = true; // not for concurrent use: disarm() is what decides, atomically
 
-  ManagedTensor(Pointer tensor, boolean versioned) {
-    owner = new Owner(tensor, versioned);
-    cleanable = Dlbridge.CLEANER.register(this, owner);
+  ManagedTensor(long tensor, boolean versioned) {
+    owner = new Owner(this, tensor, versioned);
+  }
+
+  private static long nonNull(long tensor) {
+    if (tensor == 0) throw new NullPointerException("tensor");
+    return tensor;
   }
 
   /**
    * Takes ownership of a {@code DLManagedTensorVersioned*} a native library
    * produced: its deleter now runs when this is closed or imported.
+   *
+   * @param tensor the struct's address, not null
+   * @return the owner
    */
   public static ManagedTensor adoptVersioned(Pointer tensor) {
-    if (tensor == null) throw new NullPointerException("tensor");
-    return new ManagedTensor(tensor, true);
+    return new ManagedTensor(nonNull(Pointer.nativeValue(tensor)), true);
   }
 
-  /** The same for a legacy {@code DLManagedTensor*}. */
+  /**
+   * The same, from a bare address.
+   *
+   * @param tensor the struct's address, not 0
+   * @return the owner
+   */
+  public static ManagedTensor adoptVersioned(long tensor) {
+    return new ManagedTensor(nonNull(tensor), true);
+  }
+
+  /**
+   * The same for a legacy {@code DLManagedTensor*}.
+   *
+   * @param tensor the struct's address, not null
+   * @return the owner
+   */
   public static ManagedTensor adoptLegacy(Pointer tensor) {
-    if (tensor == null) throw new NullPointerException("tensor");
-    return new ManagedTensor(tensor, false);
+    return new ManagedTensor(nonNull(Pointer.nativeValue(tensor)), false);
   }
 
-  /** True for a {@code DLManagedTensorVersioned}, false for a legacy one. */
+  /**
+   * The same for a legacy {@code DLManagedTensor*} at a bare address.
+   *
+   * @param tensor the struct's address, not 0
+   * @return the owner
+   */
+  public static ManagedTensor adoptLegacy(long tensor) {
+    return new ManagedTensor(nonNull(tensor), false);
+  }
+
+  /**
+   * Which struct this is.
+   *
+   * @return true for a {@code DLManagedTensorVersioned}, false for a legacy one
+   */
   public boolean isVersioned() {
     return owner.versioned;
   }
@@ -68,35 +97,70 @@ public final class ManagedTensor implements AutoCloseable {
   /**
    * The struct's address, to lend to a native function that reads the
    * tensor (it stays owned here).
-   * @throws IllegalStateException when it was closed or handed on.
+   *
+   * @return the address
+   * @throws DlbridgeException ERR_INVALID_ARGUMENT when it was closed or
+   *     handed on
+   */
+  public long address() {
+    if (!owned) {
+      throw new DlbridgeException(Status.ERR_INVALID_ARGUMENT.code(), Lib.statusName(Status.ERR_INVALID_ARGUMENT.code()),
+          "the managed tensor was closed or handed on");
+    }
+    return owner.tensor;
+  }
+
+  /**
+   * The struct's address as a JNA pointer; see {@link #address()}.
+   *
+   * @return the pointer
+   * @throws DlbridgeException ERR_INVALID_ARGUMENT when it was closed or
+   *     handed on
    */
   public Pointer pointer() {
-    if (!owner.owned) throw new IllegalStateException("the managed tensor was closed or handed on");
-    return owner.tensor;
+    return new Pointer(address());
+  }
+
+  /**
+   * The address of the tensor's {@code DLTensor} inside the struct, for a
+   * native function that takes a {@code DLTensor*}.
+   *
+   * @return the address
+   * @throws DlbridgeException ERR_INVALID_ARGUMENT when it was closed or
+   *     handed on
+   */
+  public long dltensorAddress() {
+    return address() + (owner.versioned ? Abi.VERSIONED_DL_TENSOR : Abi.LEGACY_DL_TENSOR);
   }
 
   /**
    * Hands the tensor on: returns its address and gives up ownership, for a
    * native consumer that will run the deleter itself. {@link #close()} then
    * does nothing.
-   * @throws IllegalStateException when it was closed or handed on already.
+   *
+   * @return the struct's address
+   * @throws DlbridgeException ERR_INVALID_ARGUMENT when it was closed or
+   *     handed on already
    */
   public Pointer transfer() {
-    Pointer p = pointer();
-    owner.owned = false;
-    cleanable.clean(); // nothing left to do: unregisters the backstop
-    return p;
+    long p = address();
+    disown();
+    return new Pointer(p);
   }
 
-  /** Ownership moved to a buffer: the backstop must not run the deleter. */
+  /** Ownership moved elsewhere: the backstop must not run the deleter. */
   void disown() {
-    owner.owned = false;
-    cleanable.clean();
+    owned = false;
+    if (owner.disarm()) owner.clear();
   }
 
   /** Runs the deleter, if this still owns the tensor. Calling it again does nothing. */
   @Override
   public void close() {
-    cleanable.clean();
+    owned = false;
+    if (owner.disarm()) {
+      owner.clear();
+      owner.release();
+    }
   }
 }

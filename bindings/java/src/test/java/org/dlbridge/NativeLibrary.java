@@ -24,10 +24,9 @@ final class NativeLibrary {
   static native long nl_deleter_calls();
   static native long nl_live();
 
-  // Where the DLTensor sits in each managed struct (DLPack's layouts: the
-  // versioned struct opens with its version, manager_ctx, deleter and flags).
+  /** The DLTensor inside the managed struct. */
   static Pointer dltensor(ManagedTensor t) {
-    return t.isVersioned() ? t.pointer().share(32) : t.pointer();
+    return new Pointer(t.dltensorAddress());
   }
 
   static double sum(ManagedTensor t) {
