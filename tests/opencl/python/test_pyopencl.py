@@ -197,3 +197,33 @@ def test_without_a_platform_the_device_copy_says_why():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert "DLB_ERR_UNSUPPORTED_DEVICE" in out
     assert "no OpenCL platform" in out
+
+
+def test_the_users_own_device_and_queue_name_dlbridges_device_index(ctx, queue):
+    """dlb_opencl_device_index / dlb_opencl_queue_device_index over
+    PyOpenCL's handles agree with the loader's order, and a tensor asked
+    for on that index lands on the user's device."""
+    import ctypes
+
+    from dlbridge._cdef import library_path
+
+    lib = ctypes.CDLL(library_path())
+    for name in ("dlb_opencl_device_index", "dlb_opencl_queue_device_index"):
+        getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]
+        getattr(lib, name).restype = ctypes.c_int32
+    index = ctypes.c_int32(-1)
+    for platform in cl.get_platforms():
+        for d in platform.get_devices():
+            assert lib.dlb_opencl_device_index(d.int_ptr, ctypes.byref(index)) == 0
+            assert index.value == device_index(d)
+    assert lib.dlb_opencl_queue_device_index(queue.int_ptr, ctypes.byref(index)) == 0
+    assert index.value == device_index(queue.device)
+    values = np.arange(6.0)
+    t = dlbridge.from_dlpack(values, device=(OPENCL, index.value))
+    assert t.device == (OPENCL, index.value)
+    # a handle that is no queue: refused by name, `out` untouched
+    junk = ctypes.c_int64(0)
+    index.value = 77
+    rc = lib.dlb_opencl_queue_device_index(ctypes.addressof(junk), ctypes.byref(index))
+    assert dlbridge._glue.status_name(rc) == "DLB_ERR_INVALID_ARGUMENT"
+    assert index.value == 77
