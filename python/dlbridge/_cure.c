@@ -214,8 +214,14 @@ static int copy_source(cure_storage* st, const char* step, dlb_buffer* src, int 
     return -1;
   }
   dlb_buffer* host = NULL;
-  if ((t.data == NULL && size > 0) || t.device.device_type != kDLCPU) {
-    /* Not host memory (a backend's, a device's): the library copies it over first. */
+  dlb_host_view view;
+  view.struct_size = sizeof view;
+  const dlb_status readable = dlb_buffer_host_view(src, DLB_HOST_VIEW_READ, &view);
+  dlb_clear_last_error();
+  if (readable != DLB_OK && readable != DLB_ERR_UNSUPPORTED_LAYOUT) {
+    /* Memory the CPU cannot read as it is (a backend's, a device's), by the
+     * library's host-view rule: the library copies it over first. A strided
+     * layout of readable memory is read by the copy below. */
     s = dlb_buffer_to_host(src, &host);
     if (s == DLB_OK) s = dlb_buffer_dltensor(host, &t);
   }

@@ -130,9 +130,14 @@ static PyObject* reduce_out_of_band(PyObject* module, dlb_buffer* buffer) {
   if (s == DLB_OK) s = dlb_layout_describe_flags(&t, padded, &layout);
   if (s != DLB_OK) return dlbpy_raise_status(s);
   dlb_buffer* host = NULL;
-  if (t.device.device_type == kDLCPU && layout.contiguous && !(dlb_buffer_flags(buffer) & DLB_BUFFER_DELETED)) {
+  dlb_host_view view;
+  view.struct_size = sizeof view;
+  /* The library's one host-view rule: compact memory the CPU reads, not a
+   * backend's, not deleted. */
+  if (dlb_buffer_host_view(buffer, DLB_HOST_VIEW_READ, &view) == DLB_OK) {
     host = dlb_buffer_retain(buffer); /* its own memory, as it is */
   } else {
+    dlb_clear_last_error();
     /* Device memory, other layouts: one compact host copy (refuses a
      * deleted buffer with DLB_ERR_DELETED). */
     Py_BEGIN_ALLOW_THREADS

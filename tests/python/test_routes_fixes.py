@@ -295,3 +295,38 @@ def test_a_structured_field_is_copied_through_byte_strides(order):
         dlbridge.from_buffer(field)  # zero-copy: still no DLPack layout for it
     with pytest.raises(BufferError):
         dlbridge.from_dlpack(field, copy=False)
+
+
+# -- 5. the library's host-view rule decides what pickling hands out ----------------
+
+
+class Pinned:
+    """A producer of pinned host memory (kDLCUDAHost, which the CPU reads)."""
+
+    def __init__(self):
+        self.producer = Producer((8,), (1,))
+
+    def __dlpack_device__(self):
+        return (3, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        import test_impossible_spans as spans
+
+        capsule = self.producer.__dlpack__(max_version=(1, 3))
+        spans.DLManagedTensorVersioned.from_address(_api_pointer(capsule)).dl_tensor.device.device_type = 3
+        return capsule
+
+
+def test_pickling_hands_out_memory_the_host_view_rule_allows_without_a_copy():
+    x = Pinned()
+    t = dlbridge.from_dlpack(x)
+    assert t.device == (3, 0) and t.data_ptr == x.producer.data
+    buffers = []
+    data = pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+    # dlb_buffer_host_view says the CPU reads it as it is: its own memory, not a copy
+    assert np.frombuffer(buffers[0].raw(), np.uint8).ctypes.data == t.data_ptr
+    u = pickle.loads(data, buffers=buffers)
+    assert raw_values(u).tolist() == list(range(33, 41))
+    del u, buffers, t
+    gc.collect()
+    assert x.producer.exported == x.producer.deleted == 1
