@@ -88,7 +88,7 @@ def _run(method, items, how):
         with ctx.Pool(2) as pool:
             seen = pool.map_async(oracle.values_of_tensor, tensors, chunksize=BATCH).get(timeout=TIMEOUT)
             back = pool.map_async(oracle.tensor_of_values, seen, chunksize=BATCH).get(timeout=TIMEOUT)
-    routes = ("%s %s -> child" % (how, method), "%s %s <- child" % (how, method))
+    routes = ("%s (%s) to a child" % (how, method), "%s (%s) from a child" % (how, method))
     for (name, expected, _t), got, returned in zip(items, seen, back):
         for route, result in ((routes[0], got), (routes[1], returned)):
             if isinstance(result, str):
