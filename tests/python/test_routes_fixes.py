@@ -330,3 +330,55 @@ def test_pickling_hands_out_memory_the_host_view_rule_allows_without_a_copy():
     del u, buffers, t
     gc.collect()
     assert x.producer.exported == x.producer.deleted == 1
+
+
+def test_the_byte_stride_copy_checks_what_it_is_given():
+    """dlb_copy_to_contiguous_flags with DLB_COPY_FLAG_BYTE_STRIDES, called
+    as C would: values through byte strides (swapped too), and each bad
+    input refused by name."""
+    import ctypes
+
+    from dlbridge._cdef import library_path
+    from dlbridge._ctypes_decls import DLDataType, DLDevice, DLTensor
+
+    lib = ctypes.CDLL(library_path())
+    copy = lib.dlb_copy_to_contiguous_flags
+    copy.argtypes = [ctypes.POINTER(DLTensor), ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32]
+    copy.restype = ctypes.c_int32
+    message = lib.dlb_last_error_message
+    message.restype = ctypes.c_char_p
+    byte_strides, swap = 4, 1
+    record = np.zeros(6, dtype=[("v", ">i4"), ("pad", "u1", (3,))])  # 7-byte records
+    record["v"] = [5, -6, 70000, -8, 9, 1 << 30]
+    shape = (ctypes.c_int64 * 2)(2, 3)
+    strides = (ctypes.c_int64 * 2)(21, 7)  # bytes
+
+    def tensor(code=0, bits=32, ndim=2, st=strides, data=record.ctypes.data):
+        t = DLTensor()
+        t.data, t.device, t.ndim, t.dtype = data, DLDevice(1, 0), ndim, DLDataType(code, bits, 1)
+        t.shape = ctypes.cast(shape, type(t.shape))
+        t.strides = ctypes.cast(st, type(t.strides)) if st is not None else None
+        return t
+
+    out = np.zeros(6, np.int32)
+    t = tensor()
+    assert copy(ctypes.byref(t), out.ctypes.data, out.nbytes, byte_strides | swap) == 0
+    assert out.tolist() == [5, -6, 70000, -8, 9, 1 << 30]
+
+    def refused(t, size=out.nbytes, flags=byte_strides):
+        status = copy(ctypes.byref(t), out.ctypes.data, size, flags)
+        return dlbridge._glue.status_name(status), message().decode()
+
+    name, text = refused(tensor(bits=4))
+    assert name == "DLB_ERR_UNSUPPORTED_LAYOUT" and "whole bytes" in text
+    name, text = refused(tensor(st=None))
+    assert name == "DLB_ERR_INVALID_ARGUMENT" and "strides is NULL" in text
+    name, text = refused(tensor(ndim=64))
+    assert name == "DLB_ERR_INVALID_ARGUMENT" and "byte strides takes 0 to 63" in text
+    name, text = refused(tensor(), size=8)
+    assert name == "DLB_ERR_INVALID_ARGUMENT" and "dst_size is 8 bytes" in text
+    huge = (ctypes.c_int64 * 2)(2 ** 62, 7)
+    name, text = refused(tensor(st=huge))
+    assert name in ("DLB_ERR_OVERFLOW", "DLB_ERR_MALFORMED"), (name, text)
+    name, text = refused(tensor(), flags=1 << 7)
+    assert name == "DLB_ERR_INVALID_ARGUMENT" and "DLB_COPY_FLAG_" in text
