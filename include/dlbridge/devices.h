@@ -81,10 +81,22 @@ DLB_API dlb_status dlb_copy_to_contiguous(const DLTensor* src, void* dst, uint64
  * receives one byte per element. Ignored for dtypes of 8 bits or more.
  */
 #define DLB_COPY_FLAG_SUBBYTE_PADDED (1u << 1)
+/**
+ * Copy flag of dlb_copy_to_contiguous_flags(): the source's `strides` are
+ * byte distances, not element counts, and need not be multiples of the
+ * element size: a field of a structured array (4-byte integers 5 bytes
+ * apart), which DLPack cannot describe, read for a host copy. Elements of
+ * whole bytes only (DLB_ERR_UNSUPPORTED_LAYOUT otherwise), ndim up to
+ * DLB_MAX_NDIM - 1, `strides` not NULL when ndim > 0. The destination is
+ * compact as always. Nothing the library exports or imports has byte
+ * strides: DLPack strides stay in elements.
+ */
+#define DLB_COPY_FLAG_BYTE_STRIDES (1u << 2)
 
 /**
  * dlb_copy_to_contiguous() with flags saying how the source's bytes are to
- * be read: DLB_COPY_FLAG_SWAP_BYTES, DLB_COPY_FLAG_SUBBYTE_PADDED. A
+ * be read: DLB_COPY_FLAG_SWAP_BYTES, DLB_COPY_FLAG_SUBBYTE_PADDED,
+ * DLB_COPY_FLAG_BYTE_STRIDES. A
  * byte-swapping copy costs about as much as a plain one (the copy kernels
  * swap the bytes as they move them).
  * @param src a valid tensor on a host device; read only.

@@ -78,6 +78,37 @@ extern "C" {
 DLB_API dlb_status dlb_opencl_device_count(int32_t* out);
 
 /**
+ * The device index (the device_id of kDLOpenCL memory, and of
+ * {kDLOpenCL, id} in target_device and Python's dl_device) of the caller's
+ * own cl_device_id, so that a program holding OpenCL handles need not
+ * guess the library's numbering.
+ * @param device a cl_device_id, borrowed; it is only compared with the
+ *        devices the loader lists, never called through.
+ * @param out receives the index on success; untouched on failure. Owns
+ *        nothing.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL device or out);
+ *         DLB_ERR_UNSUPPORTED_DEVICE (no usable loader, built without
+ *         OpenCL, a device the loader does not list: a sub-device made
+ *         with clCreateSubDevices, or another loader's handle).
+ *         Thread-safe.
+ */
+DLB_API dlb_status dlb_opencl_device_index(void* device, int32_t* out);
+
+/**
+ * The device index (as dlb_opencl_device_index()) of the device a
+ * cl_command_queue of the caller's runs on (CL_QUEUE_DEVICE).
+ * @param queue a cl_command_queue, borrowed; checked to be a live object of
+ *        a listed platform before it is asked.
+ * @param out receives the index on success; untouched on failure. Owns
+ *        nothing.
+ * @return DLB_OK; DLB_ERR_INVALID_ARGUMENT (NULL argument, a handle that is
+ *         not a live queue of a listed platform); DLB_ERR_UNSUPPORTED_DEVICE
+ *         (no usable loader, built without OpenCL, a queue on a device the
+ *         loader does not list). Thread-safe.
+ */
+DLB_API dlb_status dlb_opencl_queue_device_index(void* queue, int32_t* out);
+
+/**
  * Creates the OpenCL backend of one device over a context and an in-order
  * command queue the library makes (released when the backend's last
  * reference goes).

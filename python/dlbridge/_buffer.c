@@ -101,6 +101,42 @@ static void release_view(void* ctx) {
   free(view);
 }
 
+/* A compact host copy of a buffer whose strides are not whole elements
+ * (dlb_copy_to_contiguous_flags with DLB_COPY_FLAG_BYTE_STRIDES), as a new
+ * owned buffer in *out; its bytes in the source's byte order (the cure
+ * swaps them as it copies on). 0, or -1 with dlbridge.Error set. */
+static int byte_strided_copy(const Py_buffer* view, DLDataType dtype, int ndim, const int64_t* shape,
+                             dlb_buffer** out) {
+  int64_t byte_strides[DLB_MAX_NDIM];
+  for (int i = 0; i < ndim; ++i) byte_strides[i] = view->strides[i];
+  DLTensor src;
+  src.data = view->buf;
+  src.device.device_type = kDLCPU;
+  src.device.device_id = 0;
+  src.ndim = ndim;
+  src.dtype = dtype;
+  src.shape = ndim > 0 ? (int64_t*)shape : NULL;
+  src.strides = ndim > 0 ? byte_strides : NULL;
+  src.byte_offset = 0;
+  dlb_buffer* copy = NULL;
+  dlb_status s = dlb_buffer_alloc(src.device, dtype, ndim, src.shape, &copy);
+  DLTensor dst;
+  if (s == DLB_OK) s = dlb_buffer_dltensor(copy, &dst);
+  if (s == DLB_OK) {
+    Py_BEGIN_ALLOW_THREADS
+    s = dlb_copy_to_contiguous_flags(&src, (char*)dst.data + dst.byte_offset, dlb_buffer_nbytes(copy),
+                                     DLB_COPY_FLAG_BYTE_STRIDES);
+    Py_END_ALLOW_THREADS
+  }
+  if (s != DLB_OK) {
+    dlb_buffer_release(copy); /* the library's own memory: no producer's deleter */
+    dlbpy_raise_status(s);
+    return -1;
+  }
+  *out = copy;
+  return 0;
+}
+
 static int buffer_of(PyObject* obj, dlb_buffer** out, int* swapped) {
   Py_buffer* view = (Py_buffer*)calloc(1, sizeof *view);
   if (view == NULL) {  /* GCOVR_EXCL_START: the C heap refusing 80 bytes, which no test arranges */
@@ -155,8 +191,22 @@ static int buffer_of(PyObject* obj, dlb_buffer** out, int* swapped) {
     free(view);
     return -1;
   }
+  int byte_strides = 0;
   for (int i = 0; i < ndim; ++i) {
     shape[i] = view->shape[i];
+    if (view->strides != NULL && view->strides[i] % view->itemsize != 0) byte_strides = 1;
+  }
+  if (byte_strides && swapped != NULL) {
+    /* The cure's buffer step: strides DLPack cannot say (a structured
+     * array's field, 4-byte elements 5 bytes apart) are read by the copy
+     * engine as byte strides into a compact copy, which is what the cure
+     * hands on. */
+    const int bad = byte_strided_copy(view, dtype, ndim, shape, out);
+    PyBuffer_Release(view);
+    free(view);
+    return bad;
+  }
+  for (int i = 0; i < ndim; ++i) {
     if (view->strides == NULL) continue;
     const Py_ssize_t bytes = view->strides[i];
     if (bytes % view->itemsize != 0) {

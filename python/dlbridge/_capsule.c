@@ -25,10 +25,10 @@ static const char kNameUsedLegacy[] = "used_dltensor";
  * tensor is no longer ours to free. */
 static void capsule_destructor(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, kNameVersioned)) {
-    dlb_managed_free_versioned(
+    dlbpy_managed_free_versioned(
         (DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, kNameVersioned));
   } else if (PyCapsule_IsValid(capsule, kNameLegacy)) {
-    dlb_managed_free_legacy((DLManagedTensor*)PyCapsule_GetPointer(capsule, kNameLegacy));
+    dlbpy_managed_free_legacy((DLManagedTensor*)PyCapsule_GetPointer(capsule, kNameLegacy));
   }
 }
 
@@ -52,9 +52,9 @@ PyObject* dlbpy_export_capsule(dlb_buffer* buffer, const dlb_export_options* opt
   PyObject* capsule = PyCapsule_New(managed, name, capsule_destructor);
   if (capsule == NULL) {
     if (versioned) {
-      dlb_managed_free_versioned((DLManagedTensorVersioned*)managed);
+      dlbpy_managed_free_versioned((DLManagedTensorVersioned*)managed);
     } else {
-      dlb_managed_free_legacy((DLManagedTensor*)managed);
+      dlbpy_managed_free_legacy((DLManagedTensor*)managed);
     }
   }
   return capsule;

@@ -211,6 +211,7 @@ dlb_status dlb_validate(const DLTensor* t, uint32_t flags);
 dlb_status dlb_copy_to_contiguous(const DLTensor* src, void* dst, uint64_t dst_size);
 #define DLB_COPY_FLAG_SWAP_BYTES 1
 #define DLB_COPY_FLAG_SUBBYTE_PADDED 2
+#define DLB_COPY_FLAG_BYTE_STRIDES 4
 dlb_status dlb_copy_to_contiguous_flags(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags);
 
 /* ---- Backends ------------------------------------------------------------ */
@@ -288,6 +289,8 @@ dlb_status dlb_cuda_buffer_set_stream(dlb_buffer* buffer, int64_t stream);
 dlb_status dlb_cuda_buffer_stream(const dlb_buffer* buffer, int64_t* out);
 
 dlb_status dlb_opencl_device_count(int32_t* out);
+dlb_status dlb_opencl_device_index(void* device, int32_t* out);
+dlb_status dlb_opencl_queue_device_index(void* queue, int32_t* out);
 dlb_status dlb_opencl_backend_create(int32_t device_id, dlb_backend** out);
 dlb_status dlb_opencl_backend_from_queue(void* context, void* queue, dlb_backend** out);
 dlb_status dlb_opencl_backend_queue(const dlb_backend* backend, void** context, void** queue);

@@ -166,6 +166,36 @@ static PyObject* max_version_kwargs(dlbpy_state* state) {
   return kwargs;
 }
 
+/* Whether the answer to __dlpack__(copy=True) is a copy that cannot be
+ * one: a versioned capsule that says IS_COPIED and whose strides reach
+ * beyond its compact size. A copy the producer made itself holds its
+ * elements in numel slots or fewer; pyarrow 26's Tensor.__dlpack__(copy=True)
+ * of a strided tensor keeps the source's strides over a buffer of the
+ * compact size, so the elements past it read whatever follows. The extents
+ * are the library's (dlb_layout_describe_flags); a capsule it cannot
+ * describe is left to the import, which refuses it by name. */
+static int copy_overreaches(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor_versioned")) return 0;
+  const DLManagedTensorVersioned* t =
+      (const DLManagedTensorVersioned*)PyCapsule_GetPointer(capsule, "dltensor_versioned");
+  if (t == NULL || t->version.major != DLPACK_MAJOR_VERSION || (t->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  dlb_layout_info info;
+  info.struct_size = sizeof info;
+  const DLDataType dtype = t->dl_tensor.dtype;
+  const uint64_t padded = (t->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0 &&
+                                  (unsigned)dtype.bits * (unsigned)dtype.lanes < 8
+                              ? DLB_BUFFER_SUBBYTE_PADDED
+                              : 0;
+  if (dlb_layout_describe_flags(&t->dl_tensor, padded, &info) != DLB_OK) {
+    dlb_clear_last_error();
+    return 0;
+  }
+  return info.numel > 0 && (uint64_t)(info.max_offset - info.min_offset) >= info.numel;
+}
+
 /* __dlpack__(max_version=..., [dl_device=...], [copy=...], [stream=...]). */
 static PyObject* call_modern(dlbpy_state* state, PyObject* method, const long long* device,
                              PyObject* copy, PyObject* stream) {
@@ -266,7 +296,7 @@ PyObject* dlbpy_deliver(dlbpy_state* state, dlb_buffer* buffer, const long long*
   /* On success `out` is `buffer` itself, retained, when it satisfies the
    * request, else a copy or, for host-readable memory the CPU was asked
    * for, the library's view of it on the CPU: either way ours. */
-  dlb_buffer_release(buffer);
+  dlbpy_buffer_release(buffer);
   if (s != DLB_OK) return dlbpy_raise_refusal(s, dlb_last_error_message());
   return dlbpy_tensor_new_in(state, out);
 }
@@ -417,6 +447,12 @@ static PyObject* from_dlpack_on(dlbpy_state* state, PyObject* obj, const long lo
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(trace);
+  } else if (capsule != NULL && copy == Py_True && copy_overreaches(capsule)) {
+    /* A copy that cannot hold what it says (pyarrow 26's strided
+     * Tensor): dropped, the producer asked again without copy=, and the
+     * copy made here from what it then exports (dlbpy_deliver). */
+    Py_DECREF(capsule);
+    capsule = call_modern(state, method, device, NULL, stream);
   }
   int modern = 1;
   if (capsule == NULL) {

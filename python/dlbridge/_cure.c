@@ -214,14 +214,20 @@ static int copy_source(cure_storage* st, const char* step, dlb_buffer* src, int 
     return -1;
   }
   dlb_buffer* host = NULL;
-  if ((t.data == NULL && size > 0) || t.device.device_type != kDLCPU) {
-    /* Not host memory (a backend's, a device's): the library copies it over first. */
+  dlb_host_view view;
+  view.struct_size = sizeof view;
+  const dlb_status readable = dlb_buffer_host_view(src, DLB_HOST_VIEW_READ, &view);
+  dlb_clear_last_error();
+  if (readable != DLB_OK && readable != DLB_ERR_UNSUPPORTED_LAYOUT) {
+    /* Memory the CPU cannot read as it is (a backend's, a device's), by the
+     * library's host-view rule: the library copies it over first. A strided
+     * layout of readable memory is read by the copy below. */
     s = dlb_buffer_to_host(src, &host);
     if (s == DLB_OK) s = dlb_buffer_dltensor(host, &t);
   }
   const uint32_t flags = (swapped ? DLB_COPY_FLAG_SWAP_BYTES : 0u) | (st->padded ? DLB_COPY_FLAG_SUBBYTE_PADDED : 0u);
   if (s == DLB_OK) s = dlb_copy_to_contiguous_flags(&t, dst, size, flags);
-  dlb_buffer_release(host);
+  dlbpy_buffer_release(host);
   if (s != DLB_OK) {
     dlbpy_raise_status(s);
     return -1;
@@ -531,7 +537,7 @@ static int32_t cure_copy(void* ctx, void* storage, void* dst, uint64_t size) {
       continue;
     }
     const int bad = copy_source(st, names[step], src, relabel, swapped, dst, size);
-    dlb_buffer_release(src);
+    dlbpy_buffer_release(src);
     if (bad == 0) return 0;
     if (bad == -2) {
       st->lied = 1;
@@ -881,7 +887,7 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
   if (s != DLB_OK) {
     if (PyErr_Occurred()) {
       /* not a refusal (MemoryError, KeyboardInterrupt in a step): as it is */
-      dlb_buffer_release(refused);
+      dlbpy_buffer_release(refused);
       Py_XDECREF(value);
       return NULL;
     }
@@ -897,10 +903,10 @@ PyObject* dlbpy_cure(dlbpy_state* state, PyObject* obj, PyObject* method, int mo
       snprintf(text, sizeof text, "%s; dlbridge made no host copy of it: %s", refusal, dlb_last_error_message());
     }
     const int planner = !st->failed;
-    dlb_buffer_release(refused); /* frees st */
+    dlbpy_buffer_release(refused); /* frees st */
     return raise_caused(planner && s == DLB_ERR_INVALID_ARGUMENT ? PyExc_ValueError : NULL, s, text, value);
   }
-  dlb_buffer_release(refused);
+  dlbpy_buffer_release(refused);
   Py_XDECREF(value);
   return dlbpy_tensor_new_in(state, copy);
 }

@@ -53,7 +53,7 @@ static int xapi_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_obj
     return -1;
   }
   if (out_py_object == NULL) {
-    dlb_managed_free_versioned(tensor);
+    dlbpy_managed_free_versioned(tensor);
     PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: out_py_object is NULL");
     return -1;
   }
@@ -64,7 +64,7 @@ static int xapi_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_obj
      * free. The message first, since the deleter may call the library. */
     char text[512];
     snprintf(text, sizeof text, "%s: %s", dlb_status_name(s), dlb_last_error_message());
-    dlb_managed_free_versioned(tensor); /* reads only the stable prefix */
+    dlbpy_managed_free_versioned(tensor); /* reads only the stable prefix */
     PyErr_SetString(PyExc_BufferError, text);
     return -1;
   }
@@ -385,7 +385,7 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
     if (set != 0) {
       PyObject *type, *value, *trace;
       PyErr_Fetch(&type, &value, &trace);
-      dlb_managed_free_versioned(tensor); /* the stored memory, not the values */
+      dlbpy_managed_free_versioned(tensor); /* the stored memory, not the values */
       PyErr_Restore(type, value, trace);
       return set < 0 ? NULL : dlbpy_resolve_bits(state, obj, (unsigned)set, device, policy);
     }
@@ -409,7 +409,7 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
         PyErr_SetString(PyExc_BufferError, "the producer's current_work_stream failed without an exception");
       PyObject *type, *value, *trace;
       PyErr_Fetch(&type, &value, &trace);
-      dlb_managed_free_versioned(tensor);
+      dlbpy_managed_free_versioned(tensor);
       PyErr_Restore(type, value, trace);
       return NULL;
     }
@@ -424,7 +424,7 @@ PyObject* dlbpy_exchange_from_dlpack(dlbpy_state* state, PyObject* obj, const lo
      * deleter may run Python code. */
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
-    dlb_managed_free_versioned(tensor);
+    dlbpy_managed_free_versioned(tensor);
     PyErr_Restore(type, value, trace);
     return NULL;
   }

@@ -84,6 +84,38 @@ int dlbpy_interpreter_alive(void);
 /* Clears that flag for good (the module's atexit callback). */
 void dlbpy_mark_exiting(void);
 
+/* Releasing what a producer handed over, with the GIL held: the release may
+ * run the producer's deleter, and a deleter written in Python (a ctypes
+ * callback) must neither see nor clear an exception the caller has set
+ * (CPython would report "error return without exception set", or run the
+ * callback with an exception pending and leak). These save the error
+ * indicator, release, and restore it; an exception the deleter itself
+ * raises is ctypes' to report, as it always is. Every release in the
+ * extension that runs with the GIL held goes through them. The extension is
+ * built against the 3.11 limited API, where PyErr_Fetch / PyErr_Restore is
+ * the way (3.12's PyErr_GetRaisedException is the same on 3.12+). */
+static inline void dlbpy_buffer_release(dlb_buffer* buffer) {
+  if (buffer == NULL) return;
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  dlb_buffer_release(buffer);
+  PyErr_Restore(type, value, trace);
+}
+static inline void dlbpy_managed_free_versioned(DLManagedTensorVersioned* tensor) {
+  if (tensor == NULL) return;
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  dlb_managed_free_versioned(tensor);
+  PyErr_Restore(type, value, trace);
+}
+static inline void dlbpy_managed_free_legacy(DLManagedTensor* tensor) {
+  if (tensor == NULL) return;
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  dlb_managed_free_legacy(tensor);
+  PyErr_Restore(type, value, trace);
+}
+
 /* Keyword-only arguments of a METH_FASTCALL | METH_KEYWORDS call: values[i]
  * is the argument called names[i] (borrowed), or NULL when not given.
  * 0, or -1 with TypeError set. */

@@ -57,7 +57,7 @@ static int host_memory_getbuffer(PyObject* self, Py_buffer* view, int flags) {
 
 static void host_memory_dealloc(PyObject* self) {
   PyTypeObject* type = Py_TYPE(self);
-  dlb_buffer_release(((host_memory*)self)->buffer);
+  dlbpy_buffer_release(((host_memory*)self)->buffer);
   freefunc free_slot = (freefunc)PyType_GetSlot(type, Py_tp_free);
   free_slot(self);
   Py_DECREF(type);
@@ -89,7 +89,7 @@ static PyObject* pickle_buffer_of(dlb_buffer* host, const DLTensor* t, int reado
     Py_XDECREF(pickle);
   }
   if (host_memory_type == NULL || pickle_buffer_type == NULL) {
-    dlb_buffer_release(host);
+    dlbpy_buffer_release(host);
     /* CPython 3.11's PyType_FromSpec can fail on an allocation without saying so */
     if (!PyErr_Occurred()) PyErr_NoMemory();
     return NULL;
@@ -97,7 +97,7 @@ static PyObject* pickle_buffer_of(dlb_buffer* host, const DLTensor* t, int reado
   allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)host_memory_type, Py_tp_alloc);
   host_memory* m = (host_memory*)alloc((PyTypeObject*)host_memory_type, 0);
   if (m == NULL) {
-    dlb_buffer_release(host);
+    dlbpy_buffer_release(host);
     return NULL;
   }
   m->buffer = host;
@@ -130,9 +130,14 @@ static PyObject* reduce_out_of_band(PyObject* module, dlb_buffer* buffer) {
   if (s == DLB_OK) s = dlb_layout_describe_flags(&t, padded, &layout);
   if (s != DLB_OK) return dlbpy_raise_status(s);
   dlb_buffer* host = NULL;
-  if (t.device.device_type == kDLCPU && layout.contiguous && !(dlb_buffer_flags(buffer) & DLB_BUFFER_DELETED)) {
+  dlb_host_view view;
+  view.struct_size = sizeof view;
+  /* The library's one host-view rule: compact memory the CPU reads, not a
+   * backend's, not deleted. */
+  if (dlb_buffer_host_view(buffer, DLB_HOST_VIEW_READ, &view) == DLB_OK) {
     host = dlb_buffer_retain(buffer); /* its own memory, as it is */
   } else {
+    dlb_clear_last_error();
     /* Device memory, other layouts: one compact host copy (refuses a
      * deleted buffer with DLB_ERR_DELETED). */
     Py_BEGIN_ALLOW_THREADS
@@ -140,20 +145,20 @@ static PyObject* reduce_out_of_band(PyObject* module, dlb_buffer* buffer) {
     Py_END_ALLOW_THREADS
     if (s == DLB_OK) s = dlb_buffer_dltensor(host, &t);
     if (s != DLB_OK) {
-      dlb_buffer_release(host);
+      dlbpy_buffer_release(host);
       return dlbpy_raise_status(s);
     }
   }
   int64_t strides[DLB_MAX_NDIM];
   s = t.strides != NULL ? DLB_OK : dlb_compact_strides(t.ndim, t.shape, strides);
   if (s != DLB_OK) {
-    dlb_buffer_release(host);
+    dlbpy_buffer_release(host);
     return dlbpy_raise_status(s);
   }
   PyObject* shape = int_tuple(t.ndim, t.shape);
   PyObject* stride_tuple = shape != NULL ? int_tuple(t.ndim, t.strides != NULL ? t.strides : strides) : NULL;
   PyObject* memory = stride_tuple != NULL ? pickle_buffer_of(host, &t, read_only) : NULL;
-  if (stride_tuple == NULL) dlb_buffer_release(host); /* else pickle_buffer_of took it */
+  if (stride_tuple == NULL) dlbpy_buffer_release(host); /* else pickle_buffer_of took it */
   PyObject* rebuild = memory != NULL ? PyObject_GetAttrString(module, "tensor_from_pickle") : NULL;
   PyObject* result = NULL;
   if (rebuild != NULL && padded)

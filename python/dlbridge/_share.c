@@ -324,7 +324,7 @@ PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor) {
   DLTensor t;
   s = dlb_buffer_dltensor(host, &t);
   if (s != DLB_OK) {
-    dlb_buffer_release(host);
+    dlbpy_buffer_release(host);
     return dlbpy_raise_status(s);
   }
   PyObject* data =
@@ -345,7 +345,7 @@ PyObject* dlbpy_tensor_payload(PyObject* module, PyObject* tensor) {
                            read_only ? Py_True : Py_False);
   Py_XDECREF(data);
   Py_XDECREF(shape);
-  dlb_buffer_release(host);
+  dlbpy_buffer_release(host);
   return result;
 }
 const char dlbpy_tensor_payload_doc[] =
@@ -399,7 +399,7 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
     s = dlb_buffer_wrap(&v, DLB_BUFFER_SUBBYTE_PADDED, NULL, NULL, &view);
     if (s == DLB_OK && dlb_buffer_nbytes(view) == (uint64_t)size) s = dlb_buffer_to_host(view, &buffer);
     else if (s == DLB_OK) buffer = dlb_buffer_retain(view); /* the size check below refuses it */
-    dlb_buffer_release(view);
+    dlbpy_buffer_release(view);
   } else {
     s = dlb_buffer_alloc(cpu, dtype, (int32_t)ndim, shape, &buffer);
   }
@@ -408,7 +408,7 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
     char text[160];
     snprintf(text, sizeof text, "tensor_from_payload: %zd bytes, but the shape and dtype need %llu", size,
              (unsigned long long)dlb_buffer_nbytes(buffer));
-    dlb_buffer_release(buffer);
+    dlbpy_buffer_release(buffer);
     return dlbpy_raise_error(DLB_ERR_MALFORMED, text);
   }
   DLTensor t;
@@ -421,7 +421,7 @@ PyObject* dlbpy_tensor_from_payload(PyObject* module, PyObject* const* args, Py_
     if (s == DLB_OK) buffer = frozen;
   }
   if (s != DLB_OK) {
-    dlb_buffer_release(buffer);
+    dlbpy_buffer_release(buffer);
     return dlbpy_raise_status(s);
   }
   return dlbpy_tensor_new_in((dlbpy_state*)PyModule_GetState(module), buffer);

@@ -18,7 +18,9 @@ sharing.
   process keeps until the receiver takes it (docs/sharing.md). A
   tensor that is not in shared memory yet is a copy for the receiver
   either way: one of at most 64 KiB travels as its bytes, a larger one is
-  copied once into shared memory. A ticket that cannot be opened
+  copied once into shared memory. One the library cannot issue a ticket
+  for travels as its bytes too, and one that cannot be read at all (a
+  deleted tensor) as an :class:`Unreceived`: an item is never dropped. A ticket that cannot be opened
   unpickles as an :class:`Unreceived`, which raises :class:`dlbridge.Error`
   when used: unpickling never raises in multiprocessing's threads. A
   multiprocessing child waits at its exit (up to :data:`EXIT_WAIT`
@@ -213,13 +215,30 @@ def _rebuild(ticket: bytes) -> Any:
 _BY_VALUE_MAX = 64 << 10
 
 
+def _unsendable(status: int, message: str) -> "Unreceived":
+    return Unreceived(Error(status, message))
+
+
 def _reduce(tensor: Tensor) -> Tuple[Any, Tuple[Any, ...]]:
     # A ticket (dlb_share_ticket_issue): this process keeps the memory file
     # until the receiver takes it (docs/sharing.md); a CUDA tensor's names
     # its memory by CUDA IPC handle.
     if tensor.nbytes <= _BY_VALUE_MAX and tensor.device == (1, 0) and not _glue.is_shared(tensor):
         return _glue.tensor_from_payload, _glue.tensor_payload(tensor)  # the elements, copied
-    return _rebuild, (_glue.share_ticket(tensor),)
+    # multiprocessing pickles a Queue's items in a feeder thread, which prints
+    # an exception and drops the item: the receiver's get() would never
+    # return. A tensor the library cannot issue a ticket for travels as its
+    # elements' bytes instead; one that cannot be read at all (deleted) as
+    # an Unreceived that raises the library's error where it is used.
+    try:
+        return _rebuild, (_glue.share_ticket(tensor),)
+    except Error as ticket_error:
+        try:
+            return _glue.tensor_from_payload, _glue.tensor_payload(tensor)
+        except Error as payload_error:
+            return _unsendable, (payload_error.status,
+                                 "the tensor could not be sent: %s (no ticket: %s)"
+                                 % (payload_error.message, ticket_error.message))
 
 
 # Plain pickling and the copy module call Tensor.__reduce_ex__ (_pickle.c:

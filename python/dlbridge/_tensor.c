@@ -31,7 +31,7 @@ PyObject* dlbpy_tensor_new_in(dlbpy_state* state, dlb_buffer* buffer) {
   allocfunc alloc = type != NULL ? (allocfunc)PyType_GetSlot(type, Py_tp_alloc) : NULL;
   dlbpy_tensor* t = alloc != NULL ? (dlbpy_tensor*)alloc(type, 0) : NULL;
   if (t == NULL) {
-    dlb_buffer_release(buffer);
+    dlbpy_buffer_release(buffer);
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dlbridge._glue is not initialised");
     return NULL;
   }
@@ -58,7 +58,7 @@ static void tensor_dealloc(PyObject* self) {
   Py_CLEAR(t->meta);
   dlb_buffer* buffer = t->buffer;
   t->buffer = NULL;
-  dlb_buffer_release(buffer); /* may run a producer's deleter: GIL held */
+  dlbpy_buffer_release(buffer); /* may run a producer's deleter: GIL held */
   freefunc free_object = (freefunc)PyType_GetSlot(type, Py_tp_free);
   free_object(self);
   Py_DECREF(type); /* instances of heap types own a reference to the type */
@@ -105,7 +105,7 @@ static PyObject* make_meta(dlb_buffer* buffer) {
     DLManagedTensorVersioned* view = NULL;
     if (dlb_export_versioned(buffer, &options, &view) == DLB_OK) {
       data = (uintptr_t)view->dl_tensor.data + (uintptr_t)view->dl_tensor.byte_offset;
-      dlb_managed_free_versioned(view);
+      dlbpy_managed_free_versioned(view);
     }
   }
   return Py_BuildValue("(NNsNNNN)", int_tuple(t.shape, t.ndim), int_tuple(t.strides, t.ndim), name,

@@ -15,8 +15,12 @@
 # TensorFlow and Paddle cannot share a process: their files run in
 # processes of their own. The package is the build directory's working copy
 # (<build>/python), or the installed one when the build has none.
-# The last line counts the route x case checks and their outcomes.
-# DLBRIDGE_VALUES_LOGS=DIR keeps the runs' logs and counts.
+# It prints the outcomes per route (zero-copy, copied, refused, wrong, peer
+# faults), and on its last line the route x case checks and their outcomes.
+# DLBRIDGE_VALUES_LOGS=DIR keeps the runs' logs and counts;
+# DLBRIDGE_VALUES_RECORD=1 writes the counts into
+# docs/reliability-figures.json, from which scripts/doc-facts writes
+# docs/RELIABILITY.md's table of routes.
 #
 #   bash scripts/test.d/47-values.sh <build-dir>
 # timeout: 600
@@ -82,26 +86,62 @@ run peers-tensorflow "$peers" 1 tests/values/test_tensorflow.py
 run peers-paddle "$peers" 1 tests/values/test_paddle.py
 wait_all
 
-/usr/bin/python3 - "$tmp" <<'PY'
-import collections, json, os, sys
+/usr/bin/python3 - "$tmp" "${DLBRIDGE_VALUES_RECORD:-}" <<'PY'
+import collections, json, os, re, sys
 
-tmp = sys.argv[1]
+tmp, record = sys.argv[1], sys.argv[2]
 envs = collections.OrderedDict([("Debian", ["debian"]), ("peers", ["peers", "peers-tensorflow", "peers-paddle"])])
+OUTCOMES = ["zero-copy", "copied", "refused", "wrong", "peer-fault"]
+
+
+def route_of(key):
+    """The route of a tally key, one row per way a value travels: the
+    producer's name and the case are left out (a chained route keeps its own
+    name, not the one it was reached by; every lie one row per entry)."""
+    route = key.rsplit("|", 1)[0].split(" <- ")[0]
+    route = re.sub(r"^liar \(.*?\) -> ", "lying capsule -> ", route)
+    route = re.sub(r"^__dlpack_device__ \(.*?\) -> ", "__dlpack_device__ disagrees -> ", route)
+    return route
+
+
 total = collections.Counter()
-parts = []
+routes = collections.defaultdict(collections.Counter)
+parts, checks = [], {}
 for env, names in envs.items():
     c = collections.Counter()
     for name in names:
         path = os.path.join(tmp, name + ".json")
         if os.path.exists(path):
             with open(path) as f:
-                c.update(json.load(f)["outcomes"])
+                counts = json.load(f)
+            c.update(counts["outcomes"])
+            for key, n in counts["by_route"].items():
+                outcome = key.rsplit("|", 1)[1]
+                if outcome != "n/a":
+                    routes[route_of(key)][outcome] += n
     c.pop("n/a", None)
     total.update(c)
+    checks[env] = sum(c.values())
     print("  %s: %d checks: zero-copy %d, copied %d, refused %d, wrong %d, peer faults %d"
           % (env, sum(c.values()), c["zero-copy"], c["copied"], c["refused"], c["wrong"], c["peer-fault"]))
     parts.append("%s %d" % (env, sum(c.values())))
+print("  per route (both environments): zero-copy / copied / refused / wrong / peer faults")
+for route in sorted(routes):
+    r = routes[route]
+    print("    %-48s %7d %7d %7d %5d %5d" % (route[:48], *(r[o] for o in OUTCOMES)))
 print("47-values: %d route x case checks (%s): zero-copy %d, copied %d, refused %d, wrong %d"
       % (sum(total.values()), ", ".join(parts), total["zero-copy"], total["copied"], total["refused"], total["wrong"]))
+if record:
+    # docs/reliability-figures.json "values": what scripts/doc-facts writes
+    # into docs/RELIABILITY.md (DLBRIDGE_VALUES_RECORD=1, on demand)
+    path = os.path.join("docs", "reliability-figures.json")
+    with open(path) as f:
+        figures = json.load(f)
+    figures["values"] = {"checks": checks, "outcomes": {o: total[o] for o in OUTCOMES},
+                         "routes": {route: {o: routes[route][o] for o in OUTCOMES} for route in sorted(routes)}}
+    with open(path, "w") as f:
+        json.dump(figures, f, indent=2)
+        f.write("\n")
+    print("47-values: the counts are recorded in %s (run scripts/doc-facts <build>)" % path)
 PY
 exit $fail

@@ -66,6 +66,12 @@
 
 #include "copy_kernels.hpp"
 #include "copy_pool.hpp"
+#include "core/device.hpp"
+#include "core/dtype.hpp"
+#include "core/errors.hpp"
+#include "core/layout.hpp"
+
+#include <cinttypes>
 
 namespace dlb {
 namespace {
@@ -165,7 +171,7 @@ bool transpose_in_source_order() noexcept { return g_source_order.load(std::memo
 
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, const std::int64_t* shape,
                                 const std::int64_t* strides, std::size_t elem_size, unsigned char* dst,
-                                std::size_t swap_unit) noexcept {
+                                std::size_t swap_unit, bool strides_in_bytes) noexcept {
   if (elem_size == 0) return;
   const bool swap = swap_unit > 1;
   for (std::int32_t d = 0; d < ndim; ++d) {
@@ -174,7 +180,7 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
 
   // Drop size-1 dimensions and merge dimensions that walk memory as one.
   View v;
-  const std::ptrdiff_t pe = static_cast<std::ptrdiff_t>(elem_size);
+  const std::ptrdiff_t pe = strides_in_bytes ? 1 : static_cast<std::ptrdiff_t>(elem_size);
   std::size_t total = elem_size;
   for (std::int32_t d = 0; d < ndim; ++d) {
     total *= static_cast<std::size_t>(shape[d]);
@@ -231,6 +237,50 @@ void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim, con
     }
   }
   copy_view_any_width(src, v, dst, elem_size, nt, isa, swap_unit);
+}
+
+dlb_status copy_byte_strided(const DLTensor& t, void* dst, std::uint64_t dst_size, bool swap) noexcept {
+  DLB_TRY(check_dtype(t.dtype));
+  if (!byte_addressable(t.dtype))
+    return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
+                     "byte strides (DLB_COPY_FLAG_BYTE_STRIDES) need elements of whole bytes; these have %u bits",
+                     static_cast<unsigned>(element_bits(t.dtype)));
+  if (t.ndim < 0 || t.ndim >= DLB_MAX_NDIM)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "ndim is %" PRId32 "; a copy by byte strides takes 0 to %d",
+                     t.ndim, DLB_MAX_NDIM - 1);
+  if (t.ndim > 0 && t.shape == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "shape is NULL");
+  if (t.ndim > 0 && t.strides == nullptr)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "strides is NULL; DLB_COPY_FLAG_BYTE_STRIDES says they are given");
+  const std::int64_t item = static_cast<std::int64_t>(element_bits(t.dtype) / 8);
+  // The bytes of the view as uint8 elements, each element's bytes a last,
+  // compact dimension: the one layout check of the core, in whole bytes.
+  std::int64_t shape[DLB_MAX_NDIM];
+  std::int64_t strides[DLB_MAX_NDIM];
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    shape[i] = t.shape[i];
+    strides[i] = t.strides[i];
+  }
+  shape[t.ndim] = item;
+  strides[t.ndim] = 1;
+  DLTensor bytes = t;
+  bytes.dtype = DLDataType{kDLUInt, 8, 1};
+  bytes.ndim = t.ndim + 1;
+  bytes.shape = shape;
+  bytes.strides = strides;
+  LayoutInfo info;
+  DLB_TRY(check_layout(&bytes, Origin::incoming, true, &info));
+  if (!device_is_host_readable(device_type_of(t.device)))
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "src is on %s:%d, which the host cannot read",
+                     device_type_name(device_type_of(t.device)), static_cast<int>(t.device.device_id));
+  if (dst_size < info.nbytes)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "dst_size is %" PRIu64 " bytes but the tensor needs %" PRIu64, dst_size,
+                     info.nbytes);
+  if (info.nbytes == 0) return DLB_OK;
+  if (dst == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "dst is NULL");
+  copy_strided_to_contiguous(static_cast<const unsigned char*>(t.data) + t.byte_offset, t.ndim, t.shape, t.strides,
+                             static_cast<std::size_t>(item), static_cast<unsigned char*>(dst),
+                             swap ? swap_unit(t.dtype) : 0, true);
+  return DLB_OK;
 }
 
 namespace testing {

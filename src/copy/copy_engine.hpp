@@ -3,10 +3,21 @@
 #ifndef DLBRIDGE_SRC_COPY_ENGINE_HPP_
 #define DLBRIDGE_SRC_COPY_ENGINE_HPP_
 
+#include <dlbridge/dlbridge.h>
+
 #include <cstddef>
 #include <cstdint>
 
 namespace dlb {
+
+// dlb_copy_to_contiguous_flags() with DLB_COPY_FLAG_BYTE_STRIDES: `t`'s
+// strides (ndim > 0: not NULL) are byte distances between elements of
+// whole bytes, which need not be multiples of the element size. The view is
+// checked as the uint8 view of its bytes (each element one more, compact
+// dimension of its size) is checked: extents, overflow, span, a host
+// device; then copied by the engine with its own element size. `swap`:
+// DLB_COPY_FLAG_SWAP_BYTES. Sets the error on failure.
+dlb_status copy_byte_strided(const DLTensor& t, void* dst, std::uint64_t dst_size, bool swap) noexcept;
 
 // Copies the view described by (src, ndim, shape, strides, elem_size) into
 // dst as a compact row-major array.
@@ -21,13 +32,17 @@ namespace dlb {
 //    is a multiple of it): the source holds its scalars in the other byte
 //    order, and the destination gets them in the machine's. The kernels
 //    swap as they copy (copy_swap.cpp).
+//  - strides_in_bytes: the strides are byte distances, not element counts,
+//    and need not be multiples of elem_size (a field of a structured
+//    array: 4-byte elements 5 bytes apart). Only for the host copy of
+//    copy_byte_strided below; DLPack strides are always in elements.
 // The caller has validated the view (no overflow of the byte extent).
 // Large copies are split among the copy threads (copy_pool.hpp). Never
 // throws, never allocates more than a fixed stack scratch.
 void copy_strided_to_contiguous(const unsigned char* src, std::int32_t ndim,
                                 const std::int64_t* shape, const std::int64_t* strides,
                                 std::size_t elem_size, unsigned char* dst,
-                                std::size_t swap_unit = 0) noexcept;
+                                std::size_t swap_unit = 0, bool strides_in_bytes = false) noexcept;
 
 // Instruction-set levels of the copy kernels.
 constexpr int kCopyIsaScalar = 0;  // plain loads and stores

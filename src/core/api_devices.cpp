@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "copy/copy_engine.hpp"
 #include "buffer.hpp"
 #include "device.hpp"
 #include "dtype.hpp"
@@ -78,10 +79,12 @@ dlb_status compact_strides_impl(int32_t ndim, const int64_t* shape, int64_t* str
 
 dlb_status copy_impl(const DLTensor* src, void* dst, uint64_t dst_size, uint32_t flags = 0) {
   if (src == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "src is NULL");
-  constexpr uint32_t kKnown = DLB_COPY_FLAG_SWAP_BYTES | DLB_COPY_FLAG_SUBBYTE_PADDED;
+  constexpr uint32_t kKnown = DLB_COPY_FLAG_SWAP_BYTES | DLB_COPY_FLAG_SUBBYTE_PADDED | DLB_COPY_FLAG_BYTE_STRIDES;
   if ((flags & ~kKnown) != 0)
     return set_error(DLB_ERR_INVALID_ARGUMENT, "flags 0x%x has bits no DLB_COPY_FLAG_* names",
                      static_cast<unsigned>(flags));
+  if ((flags & DLB_COPY_FLAG_BYTE_STRIDES) != 0)  // the copy engine's byte-stride path (copy_engine.hpp)
+    return dlb::copy_byte_strided(*src, dst, dst_size, (flags & DLB_COPY_FLAG_SWAP_BYTES) != 0);
   // The padded layout is its carrier's (one byte per element), which has no
   // byte order either.
   const bool padded = (flags & DLB_COPY_FLAG_SUBBYTE_PADDED) != 0 && dlb::paddable(src->dtype);

@@ -123,9 +123,22 @@ bool same_device(DLDevice a, DLDevice b) noexcept {
   return device_type_of(a) == device_type_of(b) && a.device_id == b.device_id;
 }
 
-const char* copy_remedy() noexcept {
-  return "allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python) or ask for the CPU device (target_device "
-         "{kDLCPU, 0}; dl_device=(1, 0) in Python)";
+// What a caller refused under DLB_COPY_NEVER can do instead. `on_device`:
+// the memory itself can be handed over, on its own device (the CPU device
+// was asked for, which needs a copy); else no export of it is zero-copy,
+// and only a copy helps (the CPU device would need one too).
+void copy_remedy(const DLDevice& dev, bool on_device, char* out, std::size_t size) noexcept {
+  if (!on_device) {
+    std::snprintf(out, size, "allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python): this memory reaches a "
+                  "consumer, on the CPU device or its own, only as a copy");
+    return;
+  }
+  const std::int32_t type = device_type_of(dev);
+  std::snprintf(out, size,
+                "allow a copy (DLB_COPY_IF_NEEDED; copy=None in Python), or take the memory on its own device "
+                "%s:%d (no target device, or target_device {%d, %d}; dl_device=(%d, %d) in Python)",
+                device_type_name(type), static_cast<int>(dev.device_id), static_cast<int>(type),
+                static_cast<int>(dev.device_id), static_cast<int>(type), static_cast<int>(dev.device_id));
 }
 
 // A refusal of the planner: with `report` the thread's error is set, else
@@ -153,9 +166,12 @@ __attribute__((noinline, cold)) dlb_status refuse_copy(const dlb_buffer* b, cons
     std::snprintf(why, sizeof why, "the buffer is on %s:%d and the CPU device was asked for",
                   device_type_name(dev_type), static_cast<int>(dev.device_id));
   }
-  if (why[0] != '\0' && opt.copy == DLB_COPY_NEVER)
+  if (why[0] != '\0' && opt.copy == DLB_COPY_NEVER) {
+    char remedy[240];
+    copy_remedy(dev, share == DLB_OK, remedy, sizeof remedy);
     return set_error(share != DLB_OK ? share : DLB_ERR_NOT_ZERO_COPY,
-                     "%s, and copy was forbidden (DLB_COPY_NEVER); %s", why, copy_remedy());
+                     "%s, and copy was forbidden (DLB_COPY_NEVER); %s", why, remedy);
+  }
   return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "%s%sa copy can only be made to host memory, but %s:%d was asked for",
                    why, why[0] != '\0' ? "; " : "", device_type_name(device_type_of(opt.target_device)),
                    static_cast<int>(opt.target_device.device_id));

@@ -469,6 +469,43 @@ dlb_status set_event_impl(dlb_buffer* buffer, void* event) {
   return DLB_OK;
 }
 
+dlb_status device_index_impl(void* device_arg, std::int32_t* out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (device_arg == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "device is NULL");
+  const Loader& l = loader();
+  if (!l.usable) return no_loader();
+  // Compared with the listed handles only: a foreign pointer is never followed.
+  const std::int32_t index = device_index(static_cast<cl_device_id>(device_arg));
+  if (index < 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE,
+                     "device %p is not one of the %" PRId32 " OpenCL devices the ICD loader lists (a sub-device, "
+                     "or a handle of another loader)",
+                     device_arg, l.device_count);
+  *out = index;
+  return DLB_OK;
+}
+
+dlb_status queue_device_index_impl(void* queue_arg, std::int32_t* out) {
+  if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (queue_arg == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "queue is NULL");
+  const Loader& l = loader();
+  if (!l.usable) return no_loader();
+  if (!live_handle(queue_arg))
+    return set_error(DLB_ERR_INVALID_ARGUMENT,
+                     "queue %p is not a live cl_command_queue of a platform the ICD loader lists", queue_arg);
+  cl_device_id device = nullptr;
+  const cl_int rc =
+      l.clGetCommandQueueInfo(static_cast<cl_command_queue>(queue_arg), kQueueDevice, sizeof device, &device, nullptr);
+  if (rc != kSuccess)
+    return set_error(DLB_ERR_INVALID_ARGUMENT, "queue %p: clGetCommandQueueInfo(CL_QUEUE_DEVICE) failed with %s (%d)",
+                     queue_arg, error_name(rc), static_cast<int>(rc));
+  const std::int32_t index = device_index(device);
+  if (index < 0)
+    return set_error(DLB_ERR_UNSUPPORTED_DEVICE, "queue %p is on a device the ICD loader does not list", queue_arg);
+  *out = index;
+  return DLB_OK;
+}
+
 dlb_status device_count_impl(std::int32_t* out) {
   if (out == nullptr) return set_error(DLB_ERR_INVALID_ARGUMENT, "out is NULL");
   const Loader& l = loader();
@@ -529,6 +566,14 @@ extern "C" {
 
 DLB_API dlb_status dlb_opencl_device_count(int32_t* out) {
   return dlb::firewall(__func__, [&] { return dlb::device_count_impl(out); });
+}
+
+DLB_API dlb_status dlb_opencl_device_index(void* device, int32_t* out) {
+  return dlb::firewall(__func__, [&] { return dlb::device_index_impl(device, out); });
+}
+
+DLB_API dlb_status dlb_opencl_queue_device_index(void* queue, int32_t* out) {
+  return dlb::firewall(__func__, [&] { return dlb::queue_device_index_impl(queue, out); });
 }
 
 DLB_API dlb_status dlb_opencl_backend_create(int32_t device_id, dlb_backend** out) {

@@ -44,6 +44,10 @@ extern "C" {
 
 DLB_API dlb_status dlb_opencl_device_count(int32_t*) { return refused(__func__); }
 
+DLB_API dlb_status dlb_opencl_device_index(void*, int32_t*) { return refused(__func__); }
+
+DLB_API dlb_status dlb_opencl_queue_device_index(void*, int32_t*) { return refused(__func__); }
+
 DLB_API dlb_status dlb_opencl_backend_create(int32_t, dlb_backend**) { return refused(__func__); }
 
 DLB_API dlb_status dlb_opencl_backend_from_queue(void*, void*, dlb_backend**) { return refused(__func__); }

@@ -318,9 +318,9 @@ dlb_status copy_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_buffer** out) 
 
 // Bytes [lo, hi) of host memory a buffer's view reaches (lo == hi for an
 // empty view, at its data address), as the core measures it.
-static void view_span(const DLTensor& t, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
+static void view_span(const DLTensor& t, bool padded, std::uintptr_t* lo, std::uintptr_t* hi) noexcept {
   LayoutInfo info;
-  (void)check_layout(&t, Origin::argument, false, &info);  // a buffer's view: checked when it was made
+  (void)check_layout(&t, Origin::argument, false, &info, padded);  // a buffer's view: checked when it was made
   *lo = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset - info.below_bytes;
   *hi = *lo + info.span_bytes;
 }
@@ -333,15 +333,18 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
   DLB_TRY(check_flags(flags, DLB_SHARE_COPY_IF_NEEDED | DLB_SHARE_READ_ONLY, "dlb_buffer_share"));
   DLTensor t;
   DLB_TRY(dlb_buffer_dltensor(buffer, &t));  // DLB_ERR_DELETED
-  if ((dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED) != 0)  // the description has no padded flag
-    return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "a buffer of padded sub-byte elements cannot be shared: the share "
-                     "description says packed");
+  const bool padded = (dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED) != 0;  // the description says so
   const bool read_only = read_only_of(flags, (dlb_buffer_flags(buffer) & DLB_BUFFER_READ_ONLY) != 0);
-  if (cuda_ipc_shareable(buffer)) return cuda_ipc_share(buffer, read_only, out);
+  if (cuda_ipc_shareable(buffer)) {
+    if (padded)  // the CUDA IPC description is written by the CUDA backend, which knows no padded layout
+      return set_error(DLB_ERR_UNSUPPORTED_DTYPE, "a CUDA buffer of padded sub-byte elements cannot be shared by CUDA "
+                       "IPC; copy it to the host first");
+    return cuda_ipc_share(buffer, read_only, out);
+  }
   if (device_type_of(t.device) == kDLCPU && t.data != nullptr) {
     std::uintptr_t lo = 0;
     std::uintptr_t hi = 0;
-    view_span(t, &lo, &hi);
+    view_span(t, padded, &lo, &hi);
     int fd = -1;
     std::uint64_t file_size = 0;
     std::uint64_t offset = 0;
@@ -366,7 +369,9 @@ dlb_status share_impl(dlb_buffer* buffer, std::uint64_t flags, dlb_share_descrip
       d.byte_offset = offset;
       out->fd = fd;
       out->size = static_cast<std::uint32_t>(
-          write_description(d, file_size, read_only || mapped_read_only ? kDescReadOnly : 0, out->description));
+          write_description(d, file_size,
+                            (read_only || mapped_read_only ? kDescReadOnly : 0) | (padded ? kDescPadded : 0),
+                            out->description));
       return DLB_OK;
     }
   }
@@ -404,7 +409,7 @@ dlb_status is_shared_impl(dlb_buffer* buffer, std::int32_t* out) {
   if (shared == 0 && device_type_of(t.device) == kDLCPU && t.data != nullptr) {
     std::uintptr_t lo = 0;
     std::uintptr_t hi = 0;
-    view_span(t, &lo, &hi);
+    view_span(t, (dlb_buffer_flags(buffer) & DLB_BUFFER_SUBBYTE_PADDED) != 0, &lo, &hi);
     std::lock_guard<std::mutex> lock(table_mutex);
     shared = find_locked(lo, hi) != nullptr ? 1 : 0;
   }
@@ -458,7 +463,8 @@ dlb_status open_impl(std::int32_t fd, const void* description, std::size_t size,
   }
   Mapping* m = map_file(own, static_cast<std::size_t>(d.file_size), read_only, kPopulateBytes);
   if (m == nullptr) return DLB_ERR_OUT_OF_MEMORY;
-  return wrap_mapping(m, view_of(d, nullptr), read_only, out);  // wrap_mapping sets the data
+  return wrap_mapping(m, view_of(d, nullptr), read_only, out,
+                      (d.flags & kDescPadded) != 0 ? DLB_BUFFER_SUBBYTE_PADDED : 0);  // wrap_mapping sets the data
 }
 
 dlb_status kind_impl(const void* description, std::size_t size, std::uint32_t* kind) {

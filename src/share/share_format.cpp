@@ -152,9 +152,9 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   Description d;
   const std::uint64_t raw_flags = get(p + 16, 8);
   d.flags = raw_flags & ~kKindMask;
-  if ((d.flags & ~kDescReadOnly) != 0)
+  if ((d.flags & ~(kDescReadOnly | kDescPadded)) != 0)
     return set_error(DLB_ERR_MALFORMED, "the share description has unknown flag bits 0x%" PRIx64,
-                     d.flags & ~kDescReadOnly);
+                     d.flags & ~(kDescReadOnly | kDescPadded));
   d.kind = static_cast<std::uint32_t>((raw_flags & kKindMask) >> kKindShift);
   if (d.kind != DLB_SHARE_KIND_HOST && d.kind != DLB_SHARE_KIND_CUDA_IPC)
     return set_error(DLB_ERR_MALFORMED,
@@ -195,8 +195,12 @@ dlb_status parse_description(const void* bytes, std::size_t size, Description* o
   }
   DLTensor t = view_of(d, nullptr);
   LayoutInfo info;
-  DLB_TRY(check_layout(&t, Origin::incoming, false, &info));
-  if (!byte_addressable(d.dtype) && !info.contiguous && !info.empty)
+  const bool padded = (d.flags & kDescPadded) != 0;
+  if (padded && !paddable(d.dtype))
+    return set_error(DLB_ERR_MALFORMED, "the share description says its elements are padded sub-byte elements, but "
+                     "its dtype has %u bits", static_cast<unsigned>(element_bits(d.dtype)));
+  DLB_TRY(check_layout(&t, Origin::incoming, false, &info, padded));  // padded: a byte per element
+  if (!padded && !byte_addressable(d.dtype) && !info.contiguous && !info.empty)
     return set_error(DLB_ERR_UNSUPPORTED_LAYOUT,
                      "the share description lays sub-byte elements (%u bits) out with strides; they must be compact",
                      static_cast<unsigned>(element_bits(d.dtype)));

@@ -13,7 +13,9 @@
 //
 // A description (type 0) of a shared buffer: 56 + 16 * ndim bytes, plus
 // 128 for CUDA:
-//       16    8 flags: bit 0 read-only; bits 8-15 the kind, 0 a host
+//       16    8 flags: bit 0 read-only; bit 1 sub-byte elements padded to
+//                 a byte each (DLPack 1.1's IS_SUBBYTE_TYPE_PADDED; else
+//                 sub-byte elements are packed); bits 8-15 the kind, 0 a host
 //                 memory file (DLB_SHARE_KIND_HOST), 1 CUDA IPC
 //                 (DLB_SHARE_KIND_CUDA_IPC); other bits 0
 //       24    8 size of the memory file in bytes (CUDA: of the device
@@ -65,6 +67,7 @@
 namespace dlb::share {
 
 constexpr std::uint64_t kDescReadOnly = 1;
+constexpr std::uint64_t kDescPadded = 2;  // sub-byte elements padded to a byte each
 constexpr std::size_t kDescHeader = DLB_SHARE_DESCRIPTION_HEADER;
 constexpr std::size_t kDescPrefix = 16;  // magic, version, reserved, size, checksum
 constexpr std::uint64_t kKindShift = 8;   // the kind's bits in the flags

@@ -28,6 +28,52 @@ TEST_F(OpenclBuffers, DeviceCountAndBackendHandles) {
   dlb_backend_release(be);
 }
 
+// The caller's own OpenCL handles name dlbridge's device index: its
+// cl_device_id, and the device of its command queue.
+TEST_F(OpenclBuffers, TheCallersDeviceAndQueueMapToTheDeviceIndex) {
+  int32_t index = -1;
+  ASSERT_EQ(dlb_opencl_device_index(cl().device, &index), DLB_OK);
+  EXPECT_EQ(index, 0);  // the fixture's device is device 0 of the library's numbering
+  index = -1;
+  ASSERT_EQ(dlb_opencl_queue_device_index(cl().queue, &index), DLB_OK);
+  EXPECT_EQ(index, 0);
+  index = -1;
+  ASSERT_EQ(dlb_opencl_queue_device_index(cl().other_queue, &index), DLB_OK);
+  EXPECT_EQ(index, 0);
+  // Every device the loader lists maps back to its own position.
+  int32_t n = 0;
+  ASSERT_EQ(dlb_opencl_device_count(&n), DLB_OK);
+  cl_uint platforms_found = 0;
+  CL_OK(clGetPlatformIDs(0, nullptr, &platforms_found));
+  std::vector<cl_platform_id> platforms(platforms_found);
+  CL_OK(clGetPlatformIDs(platforms_found, platforms.data(), nullptr));
+  int32_t position = 0;
+  for (cl_platform_id p : platforms) {
+    cl_uint count = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &count) != CL_SUCCESS) continue;
+    std::vector<cl_device_id> devices(count);
+    CL_OK(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, count, devices.data(), nullptr));
+    for (cl_device_id d : devices) {
+      ASSERT_EQ(dlb_opencl_device_index(d, &index), DLB_OK);
+      EXPECT_EQ(index, position++);
+    }
+  }
+  EXPECT_EQ(position, n);
+  // Bad input: refused by name, `out` untouched.
+  index = 77;
+  EXPECT_EQ(dlb_opencl_device_index(nullptr, &index), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("device is NULL"));
+  EXPECT_EQ(dlb_opencl_device_index(cl().device, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  int not_a_device = 0;
+  EXPECT_EQ(dlb_opencl_device_index(&not_a_device, &index), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_TRUE(MessageContains("is not one of the"));
+  EXPECT_EQ(dlb_opencl_queue_device_index(nullptr, &index), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_opencl_queue_device_index(&not_a_device, &index), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(MessageContains("is not a live cl_command_queue"));
+  EXPECT_EQ(dlb_opencl_queue_device_index(cl().queue, nullptr), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(index, 77);
+}
+
 TEST_F(OpenclBuffers, AllocIsZeroFilledAndExportsTheClMemZeroCopy) {
   const int64_t shape[2] = {3, 5};
   dlb_buffer* b = nullptr;
@@ -108,6 +154,11 @@ TEST_F(OpenclBuffers, ACopyNeverExportToTheCpuIsRefusedNamingTheBackend) {
   EXPECT_EQ(t, nullptr);
   EXPECT_TRUE(MessageContains("opencl:0 memory of backend 'opencl:0', which the host cannot read"));
   EXPECT_TRUE(MessageContains("copy was forbidden (DLB_COPY_NEVER)"));
+  // The remedy offers what would work: a copy, or the memory on its own
+  // device; not the CPU device, which was what was asked for.
+  EXPECT_TRUE(MessageContains("or take the memory on its own device opencl:0 (no target device, or target_device "
+                              "{4, 0}; dl_device=(4, 0) in Python)"));
+  EXPECT_FALSE(MessageContains("ask for the CPU device"));
   // Another device than its own is refused too.
   o = opts(DLB_COPY_IF_NEEDED);
   o.has_target_device = 1;

@@ -15,6 +15,8 @@ TEST_F(Disabled, EveryEntryPointRefusesAndSaysWhy) {
   EXPECT_EQ(dlb_opencl_device_count(&n), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_TRUE(MessageContains("built without OpenCL support (meson option -Dopencl=disabled)"));
   dlb_backend* be = nullptr;
+  EXPECT_EQ(dlb_opencl_device_index(&n, &n), DLB_ERR_UNSUPPORTED_DEVICE);
+  EXPECT_EQ(dlb_opencl_queue_device_index(&n, &n), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(dlb_opencl_backend_create(0, &be), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(dlb_opencl_backend_from_queue(nullptr, nullptr, &be), DLB_ERR_UNSUPPORTED_DEVICE);
   EXPECT_EQ(dlb_opencl_backend_queue(nullptr, nullptr, nullptr), DLB_ERR_UNSUPPORTED_DEVICE);

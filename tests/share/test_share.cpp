@@ -308,6 +308,46 @@ TEST_F(Share, ShareRefusals) {
   dlb_buffer_release(b);
 }
 
+// Padded sub-byte elements (one int4 a byte, DLB_BUFFER_SUBBYTE_PADDED)
+// are shared as what they are: the description says padded, and the
+// receiver's buffer is padded too, over the same bytes.
+TEST_F(Share, PaddedSubByteElementsKeepTheirLayout) {
+  std::vector<std::int8_t> mem(100000);
+  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::int8_t>(static_cast<int>(i * 7 % 16) - 8);
+  const std::int64_t shape[1] = {static_cast<std::int64_t>(mem.size())};
+  DLTensor v{};
+  v.data = mem.data();
+  v.device = DLDevice{kDLCPU, 0};
+  v.ndim = 1;
+  v.dtype = DLDataType{kDLInt, 4, 1};
+  v.shape = const_cast<std::int64_t*>(shape);
+  dlb_buffer* b = nullptr;
+  ASSERT_EQ(dlb_buffer_wrap(&v, DLB_BUFFER_SUBBYTE_PADDED, nullptr, nullptr, &b), DLB_OK);
+  dlb_share_descriptor d{};
+  ASSERT_EQ(dlb_buffer_share(b, DLB_SHARE_COPY_IF_NEEDED, &d), DLB_OK) << dlb_last_error_message();
+  dlb_buffer* o = nullptr;
+  ASSERT_EQ(dlb_buffer_open_shared(d.fd, d.description, d.size, 0, &o), DLB_OK) << dlb_last_error_message();
+  EXPECT_NE(dlb_buffer_flags(o) & DLB_BUFFER_SUBBYTE_PADDED, 0u);
+  EXPECT_EQ(dlb_buffer_nbytes(o), mem.size());
+  DLTensor t;
+  ASSERT_EQ(dlb_buffer_dltensor(o, &t), DLB_OK);
+  EXPECT_EQ(t.dtype.bits, 4);
+  EXPECT_EQ(std::memcmp(static_cast<const char*>(t.data) + t.byte_offset, mem.data(), mem.size()), 0);
+  // Shared again from the receiver's buffer: the same memory, still padded.
+  dlb_share_descriptor again{};
+  ASSERT_EQ(dlb_buffer_share(o, 0, &again), DLB_OK) << dlb_last_error_message();
+  dlb_buffer* o2 = nullptr;
+  ASSERT_EQ(dlb_buffer_open_shared(again.fd, again.description, again.size, 0, &o2), DLB_OK);
+  EXPECT_NE(dlb_buffer_flags(o2) & DLB_BUFFER_SUBBYTE_PADDED, 0u);
+  dlb_share_descriptor_close(&again);
+  dlb_share_descriptor_close(&d);
+  dlb_buffer_release(o2);
+  dlb_buffer_release(o);
+  dlb_buffer_release(b);
+  EXPECT_EQ(dlb_shared_mappings(), mappings_at_start_);
+  EXPECT_EQ(open_fds(), fds_at_start_);
+}
+
 TEST_F(Share, CopySharedKeepsTheCopysMappingAndSharesWithoutACopy) {
   // A transposed view of ordinary memory, copied compact into one new
   // shared mapping that is the result's own.

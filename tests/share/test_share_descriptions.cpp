@@ -123,8 +123,11 @@ TEST_F(BadDescription, RecordTypeAndFlags) {
   put_le(bytes_ + kReserved, 1, 2);  // a ticket's record type
   expect(DLB_ERR_MALFORMED, "a share description was expected, but the record is a share ticket (type 1)");
   put_le(bytes_ + kReserved, 0, 2);
-  put_le(bytes_ + kFlags, 6, 8);
-  expect(DLB_ERR_MALFORMED, "unknown flag bits 0x6");
+  put_le(bytes_ + kFlags, 5, 8);
+  expect(DLB_ERR_MALFORMED, "unknown flag bits 0x4");
+  // bit 1, padded sub-byte elements, on float32 elements: no such layout
+  put_le(bytes_ + kFlags, 2, 8);
+  expect(DLB_ERR_MALFORMED, "says its elements are padded sub-byte elements, but its dtype has 32 bits");
 }
 
 TEST_F(BadDescription, FileSizeOtherThanTheFiles) {

@@ -50,6 +50,16 @@ NAMED_LAYOUTS = [
     ("1-d", (7,), []),
     ("3-d", (2, 3, 4), [("perm", (2, 0, 1))]),
 ]
+# torch's own views: overlapping windows, unfold, narrow, a tensor that
+# requires grad (its __dlpack__ refuses; dlbridge's routes must not give
+# a wrong value)
+TORCH_VIEWS = [
+    ("as_strided overlap", (4, 6), [("as_strided", (3, 4), (2, 1))]),
+    ("unfold", (4, 6), [("unfold", 1, 3, 2)]),
+    ("narrow", (4, 6), [("narrow", 1, 2, 3)]),
+    ("expand 3-d", (4, 6), [("index", (slice(1, 2),)), ("broadcast", (2, 3, 6))]),
+    ("requires_grad", (4, 6), [("requires_grad",)]),
+]
 # torch's lazy states that DLPack cannot carry
 TORCH_STATES = [
     ("conj", (4, 6), [("conj",)]),
@@ -67,7 +77,7 @@ def named_cases(fw):
     """Every dtype of fw with every named layout (and both byte orders where
     fw has them)."""
     cases = []
-    layouts = NAMED_LAYOUTS + (TORCH_STATES if fw.name == "torch" else [])
+    layouts = NAMED_LAYOUTS + (TORCH_STATES + TORCH_VIEWS if fw.name == "torch" else [])
     for dtype in fw.dtypes():
         orders = ["=", ">"] if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES else ["="]
         for order in orders:
@@ -448,6 +458,16 @@ class TorchFW(Framework):
             return torch._neg_view(x)
         if op[0] == "imag":
             return x.imag
+        if op[0] == "as_strided":
+            return x.as_strided(op[1], op[2])
+        if op[0] == "unfold":
+            return x.unfold(op[1], op[2], op[3])
+        if op[0] == "narrow":
+            return x.narrow(op[1], op[2], op[3])
+        if op[0] == "requires_grad":
+            if not (x.is_floating_point() or x.is_complex()) or self.dtype_name(x) in oracle.FLOAT8:
+                raise NotApplicable("only floating tensors require grad")
+            return x.detach().clone().requires_grad_(True)
         if op[0] == "index" and any(isinstance(k, slice) and (k.step or 1) < 0 for k in op[1]):
             raise NotApplicable("torch has no negative steps")
         return super().op(x, op)
@@ -663,6 +683,35 @@ class PyarrowFW(Framework):
 
     def own(self, x):
         return Values.of_array(np.array(x.to_numpy(zero_copy_only=False), copy=True))
+
+    def span(self, x):
+        return generic_span(x)
+
+
+class PyarrowTensorFW(Framework):
+    """pyarrow.Tensor over a numpy view (Tensor.from_numpy keeps its
+    strides): every named layout pyarrow takes. Its values are numpy's of
+    the view it was made from (to_numpy() gives them back); its
+    __dlpack__(copy=True) of a strided tensor is pyarrow 26's wrong copy,
+    which dlbridge must not pass on."""
+
+    name, module = "pyarrow Tensor", "pyarrow"
+    consumes = False
+    DTYPES = oracle.INTEGERS + ["float16", "float32", "float64"]
+
+    def build(self, case):
+        import pyarrow as pa
+
+        view = NumpyFW().build(case)
+        if not view.dtype.isnative:
+            raise NotApplicable("pyarrow.Tensor: native byte order only")
+        try:
+            return pa.Tensor.from_numpy(view)
+        except Exception as e:  # noqa: BLE001
+            raise NotApplicable("pyarrow.Tensor.from_numpy(numpy %s): %s" % (case, e))
+
+    def own(self, x):
+        return Values.of_array(np.array(x.to_numpy(), copy=True))
 
     def span(self, x):
         return generic_span(x)
@@ -928,7 +977,7 @@ def draw_hand_case(d):
 
 
 ALL = {fw.name: fw for fw in (NumpyFW(), DlbridgeFW(), TorchFW(), JaxFW(), TensorflowFW(), PaddleFW(),
-                              PyarrowFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW(), HandMadeFW(),
+                              PyarrowFW(), PyarrowTensorFW(), MlxFW(), OnnxruntimeFW(), TvmFfiFW(), HandMadeFW(),
                               ArrayApiStrictFW())}
 PEERS = ["jax", "tensorflow", "paddle", "pyarrow", "mlx", "onnxruntime", "tvm_ffi"]
 

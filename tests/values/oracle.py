@@ -423,6 +423,19 @@ class HandMade:
         unit = 8 if padded or bits >= 8 else bits  # bits an element's offset moves by
         item = max(1, bits // 8) if unit == 8 else 0
         count = int(np.prod(self.shape)) if ndim else 1
+        compact = list(st) == [int(np.prod(self.shape[i + 1:])) for i in range(ndim)]
+        if unit == 8 and compact and count > 4096:  # large and compact: written at once
+            self.memory = np.zeros(count * item + byte_offset + 192, np.uint8)
+            self.data = (self.memory.ctypes.data + 63) // 64 * 64
+            self.byte_offset = byte_offset
+            start = self.data + byte_offset - self.memory.ctypes.data
+            body = np.frombuffer(values.data, np.uint8).copy()
+            if bits < 8 and values.dtype.startswith("int"):
+                body[(body >> (bits - 1)) & 1 == 1] |= 0xFF ^ ((1 << bits) - 1)  # sign-extended
+            self.memory[start:start + count * item] = body
+            if legacy:
+                self.__dlpack__ = self._legacy_dlpack
+            return
         offs = [sum(i * s for i, s in zip(idx, st)) for idx in np.ndindex(*self.shape)] if count else []
         first = [o * item if unit == 8 else (o * bits) // 8 for o in [0] + offs]  # each element's first byte
         lo, hi = min(first) - 1, max(first) + max(item, 2) + 1
@@ -889,14 +902,70 @@ def routes_from_tensor(ck, t, via):
            read=lambda e: e.values, span=lambda e: e.span, must_work=not (t.readonly or is_padded(t)))
 
 
+def _forking(t):
+    from multiprocessing.reduction import ForkingPickler
+
+    return pickle.loads(ForkingPickler.dumps(t))
+
+
+def _socket(t):
+    import socket
+
+    import dlbridge
+
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        dlbridge.share_send(a, t)
+        return dlbridge.share_recv(b)
+
+
+def _read_only_descriptor(t):
+    import dlbridge
+
+    fd, description = dlbridge._share.descriptor(t, copy=True, read_only=True)
+    try:
+        u = dlbridge._share.open_shared(fd, description, read_only=True)
+    finally:
+        os.close(fd)
+    if not u.readonly:
+        raise AssertionError("a read-only descriptor opened writable")
+    return u
+
+
+# The routes a tensor travels by to another process (or to itself by the
+# same bytes): every pickle protocol before 5, the copy module, the
+# multiprocessing pickler (a ticket, or the bytes of a tensor of 64 KiB or
+# less that is not shared), a Unix socket (share_send / share_recv), and a
+# read-only descriptor.
+TRAVEL = [("pickle protocol %d" % n, (lambda n: lambda t: pickle.loads(pickle.dumps(t, protocol=n)))(n))
+          for n in range(5)] + [
+    ("copy.copy", copy_module.copy),
+    ("multiprocessing pickler (ticket)", _forking),
+    ("share_send/share_recv", _socket),
+    ("read-only descriptor", _read_only_descriptor),
+]
+
+
+def routes_of_travel(ck, t):
+    """A tensor through the routes of TRAVEL: each must work (but for a
+    strided view of packed sub-byte elements, which nothing can copy) and
+    keep the tensor's values."""
+    expected = read_tensor(t)
+    source = span_tensor(t)
+    for name, fn in TRAVEL:
+        ck.run(name, lambda: fn(t), expected, source, must_work=copyable(t))
+
+
 def check_producer(ck, x, expected, source, consumers=(), fault=None):
     """A producer object through every route into dlbridge, every result
-    through every dlbridge route, and the first through every consumer."""
+    through every dlbridge route, the first through the routes of travel
+    and every consumer."""
     results = routes_into_dlbridge(ck, x, expected, source, fault)
     for via, t in results:
         routes_from_tensor(ck, t, via)
     first = results[0][1] if results else None
     if first is not None:
+        routes_of_travel(ck, first)
         for fw in consumers:
             consume_with(ck, fw, first, expected)
     return results
@@ -974,6 +1043,42 @@ def _dump_oob(t):
 
 def _dump_inband(t):
     return pickle.dumps(t, protocol=5), []
+
+
+def values_of_tensor(t):
+    """A tensor's Values as a tuple, or the words of why it cannot be read
+    (for a child process: a pool's task)."""
+    try:
+        return tuple(read_tensor(t))
+    except Exception as e:  # noqa: BLE001
+        return "%s: %s" % (type(e).__name__, e)
+
+
+def tensor_of_values(values):
+    """A dlbridge tensor holding `values` (a tuple of Values' fields, or the
+    words of an earlier failure, passed on), made by the hand-made producer
+    and taken in by dlbridge: what a child sends back."""
+    import dlbridge
+
+    if isinstance(values, str):
+        return values
+    v = Values(*values)
+    try:
+        return dlbridge.from_dlpack(HandMade(v, padded=BITS[v.dtype] < 8))
+    except Exception as e:  # noqa: BLE001
+        return "%s: %s" % (type(e).__name__, e)
+
+
+def queue_child(to_child, from_child, n):
+    """A child process's end of a Queue test: takes n lists of tensors,
+    sends the Values of all of them (one list), then for each list taken a
+    list of tensors of their values."""
+    batches = [[values_of_tensor(t) for t in to_child.get(timeout=120)] for _ in range(n)]
+    from_child.put([v for batch in batches for v in batch])
+    for batch in batches:
+        from_child.put([tensor_of_values(v) for v in batch])
+    from_child.close()
+    from_child.join_thread()
 
 
 def _child():

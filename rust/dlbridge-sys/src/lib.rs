@@ -150,6 +150,7 @@ pub const DLB_VALIDATE_STRIDES_REQUIRED: u32 = 1 << 1;
 
 pub const DLB_COPY_FLAG_SWAP_BYTES: u32 = 1 << 0;
 pub const DLB_COPY_FLAG_SUBBYTE_PADDED: u32 = 1 << 1;
+pub const DLB_COPY_FLAG_BYTE_STRIDES: u32 = 1 << 2;
 
 pub const DLB_LAYOUT_STRIDED: i32 = 0;
 pub const DLB_LAYOUT_TILED: i32 = 1;
@@ -446,6 +447,8 @@ extern "C" {
 #[cfg(feature = "opencl")]
 extern "C" {
     pub fn dlb_opencl_device_count(out: *mut i32) -> dlb_status;
+    pub fn dlb_opencl_device_index(device: *mut c_void, out: *mut i32) -> dlb_status;
+    pub fn dlb_opencl_queue_device_index(queue: *mut c_void, out: *mut i32) -> dlb_status;
     pub fn dlb_opencl_backend_create(device_id: i32, out: *mut *mut dlb_backend) -> dlb_status;
     pub fn dlb_opencl_backend_from_queue(
         context: *mut c_void,

@@ -69,7 +69,7 @@ int main(void) {
   CONST(DLB_DEVICE_HAS_STREAMS); CONST(DLB_DEVICE_CUDA_BACKEND);
   CONST(DLB_IMPORT_LEGACY_READ_ONLY); CONST(DLB_IMPORT_CUDA_BACKEND); CONST(DLB_IMPORT_DEVICE_BACKEND);
   CONST(DLB_VALIDATE_CONTIGUOUS); CONST(DLB_VALIDATE_STRIDES_REQUIRED);
-  CONST(DLB_COPY_FLAG_SWAP_BYTES); CONST(DLB_COPY_FLAG_SUBBYTE_PADDED);
+  CONST(DLB_COPY_FLAG_SWAP_BYTES); CONST(DLB_COPY_FLAG_SUBBYTE_PADDED); CONST(DLB_COPY_FLAG_BYTE_STRIDES);
   CONST(DLB_LAYOUT_STRIDED); CONST(DLB_LAYOUT_TILED); CONST(DLB_LAYOUT_MULTI_PART);
   CONST(DLB_LAYOUT_DYNAMIC);
   CONST(DLPACK_FLAG_BITMASK_READ_ONLY); CONST(DLPACK_FLAG_BITMASK_IS_COPIED);
@@ -235,6 +235,7 @@ fn constants_match_the_c_header() {
         ("DLB_VALIDATE_STRIDES_REQUIRED", DLB_VALIDATE_STRIDES_REQUIRED as i64),
         ("DLB_COPY_FLAG_SWAP_BYTES", DLB_COPY_FLAG_SWAP_BYTES as i64),
         ("DLB_COPY_FLAG_SUBBYTE_PADDED", DLB_COPY_FLAG_SUBBYTE_PADDED as i64),
+        ("DLB_COPY_FLAG_BYTE_STRIDES", DLB_COPY_FLAG_BYTE_STRIDES as i64),
         ("DLB_LAYOUT_STRIDED", DLB_LAYOUT_STRIDED as i64),
         ("DLB_LAYOUT_TILED", DLB_LAYOUT_TILED as i64),
         ("DLB_LAYOUT_MULTI_PART", DLB_LAYOUT_MULTI_PART as i64),
@@ -332,6 +333,10 @@ fn every_header_function_is_declared() {
         ("dlb_cuda_buffer_stream", dlb_cuda_buffer_stream as *const ()),
         #[cfg(feature = "opencl")]
         ("dlb_opencl_device_count", dlb_opencl_device_count as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_device_index", dlb_opencl_device_index as *const ()),
+        #[cfg(feature = "opencl")]
+        ("dlb_opencl_queue_device_index", dlb_opencl_queue_device_index as *const ()),
         #[cfg(feature = "opencl")]
         ("dlb_opencl_backend_create", dlb_opencl_backend_create as *const ()),
         #[cfg(feature = "opencl")]

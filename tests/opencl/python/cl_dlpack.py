@@ -164,7 +164,7 @@ class ClArray:
         tensor.data = self.handle
         tensor.device = DLDevice(kDLOpenCL, self.device_id)
         tensor.ndim = ndim
-        kind = {"f": 2, "i": 0, "u": 1}[self.dtype.kind]
+        kind = {"f": 2, "i": 0, "u": 1, "c": 5, "b": 6}[self.dtype.kind]
         tensor.dtype = DLDataType(kind, self.dtype.itemsize * 8, 1)
         tensor.shape = shape
         tensor.strides = strides
