@@ -70,11 +70,11 @@ nitpick_ignore = [
 # variables), and pages whose names are not linked (the changelog names
 # calls that were removed).
 dlbridge_unlinked_names = ["DLB_COPY_ISA", "DLB_COPY_THREADS", "DLB_FUZZ_SEED", "DLB_TEST_CUDA_DRIVER",
-                           "DLB_TEST_FAKE_CUDA", "DLB_TEST_GCOV_DUMP", "DLB_TEST_PYTHONPATH"]
+                           "DLB_TEST_FAKE_CUDA", "DLB_TEST_GCOV_DUMP", "DLB_TEST_NATIVE_ADDON", "DLB_TEST_PYTHONPATH"]
 dlbridge_unlinked_pages = ["changelog"]
 # Pages of other languages, where `dlbridge.X` names that language's API, not
 # Python's: their C names are linked, their dotted names are not.
-dlbridge_foreign_pages = ["go", "java", "javascript"]
+dlbridge_foreign_pages = ["go", "java", "javascript", "reference/go-api", "reference/java-api", "reference/javascript-api"]
 
 # MyST: `#anchor` links to headings up to ###, tables, and the scheme that
 # links into the Rust reference (cargo doc, copied to html/rust/ by

@@ -18,18 +18,19 @@ FROM_IMPORT = re.compile(r"^\s*from dlbridge import ([A-Za-z0-9_, ]+)$", re.M)
 
 
 def foreign_pages():
-    """The guides of other languages, where `dlbridge.X` is that language's
-    API: the site's configuration names them (docs/conf.py)."""
+    """The guides and references of other languages, where `dlbridge.X` is
+    that language's API: the site's configuration names them by document
+    name, their path under docs/ without .md (docs/conf.py)."""
     with open(os.path.join(ROOT, "docs", "conf.py"), encoding="utf-8") as f:
         m = re.search(r"^dlbridge_foreign_pages = \[([^\]]*)\]", f.read(), re.M)
-    return {name + ".md" for name in re.findall(r'"([^"]+)"', m.group(1))}
+    return set(re.findall(r'"([^"]+)"', m.group(1)))
 
 
 def guide_names():
     pages = [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
     foreign = foreign_pages()
     pages = [p for p in pages if os.sep + "conformance" + os.sep not in p and not p.endswith("CHANGELOG.md")
-             and os.path.basename(p) not in foreign]
+             and os.path.relpath(p, os.path.join(ROOT, "docs"))[:-3] not in foreign]
     names = {}
     for page in pages:
         with open(page, encoding="utf-8") as f:
