@@ -73,11 +73,11 @@ for f in libdlbridge.a libdlbridge.so.0 pkgconfig/dlbridge.pc cmake/dlbridge/dlb
   [ -e "$lib/$f" ] || problem "the install lacks lib/$f"
 done
 [ $fail -eq 0 ] || exit 1
-exported=$(nm -D --defined-only "$lib/libdlbridge.so.0" | awk '{print $3}' | grep -v '^dlb_' || true)
+exported=$(nm -D --defined-only "$lib/libdlbridge.so.0" | awk '{print $3}' | grep -vE '^(dlb_|DLBRIDGE_[0-9]+$)' || true)
 [ -z "$exported" ] || problem "libdlbridge.so exports more than dlb_ symbols: $(echo "$exported" | head -n 5 | tr '\n' ' ')"
-nm -g --defined-only "$lib/libdlbridge.a" 2>/dev/null | grep -q ' T dlb_export_versioned$' \
-  || problem "libdlbridge.a does not define dlb_export_versioned"
-echo "  libdlbridge.so.0 $(stat -c %s "$lib/libdlbridge.so.0") bytes ($(nm -D --defined-only "$lib/libdlbridge.so.0" | grep -c ' dlb_') dlb_ symbols), libdlbridge.a $(stat -c %s "$lib/libdlbridge.a") bytes"
+archive_symbols=$(nm -g --defined-only "$lib/libdlbridge.a" 2>/dev/null)
+grep -q ' T dlb_export_versioned$' <<<"$archive_symbols" || problem "libdlbridge.a does not define dlb_export_versioned"
+echo "  libdlbridge.so.0 $(stat -L -c %s "$lib/libdlbridge.so.0") bytes ($(nm -D --defined-only "$lib/libdlbridge.so.0" | grep -c ' dlb_') dlb_ symbols), libdlbridge.a $(stat -c %s "$lib/libdlbridge.a") bytes"
 grep -q '^Libs.private:.*-lstdc++' "$lib/pkgconfig/dlbridge.pc" || problem "dlbridge.pc names no C++ runtime in Libs.private"
 
 needs_libdlbridge() { readelf -d "$1" | grep -q 'NEEDED.*libdlbridge'; }
