@@ -71,12 +71,18 @@ set -e
 cross=$(bash "$root/scripts/zig-cross" aarch64 "$work/cross" | tail -n 1)
 # The exe wrapper runs the tests under qemu; ccache keeps the objects
 # (gtest is compiled into every test program) for the next run.
-cat >"$work/cross/emulation.ini" <<EOF
+cat >"$work/cross/emulation.ini.new" <<EOF
 [binaries]
 c = ['ccache', '$work/cross/aarch64-cc']
 cpp = ['ccache', '$work/cross/aarch64-c++']
 exe_wrapper = ['$qemu', '-L', '$arm_root']
 EOF
+# Replaced only when its text changes: the build is not reconfigured for nothing.
+if cmp -s "$work/cross/emulation.ini.new" "$work/cross/emulation.ini"; then
+  rm -f "$work/cross/emulation.ini.new"
+else
+  mv -f "$work/cross/emulation.ini.new" "$work/cross/emulation.ini"
+fi
 export CCACHE_DIR=$cache/ccache CCACHE_COMPILERCHECK=content CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
 command -v ccache >/dev/null || sed -i "s/^c = \['ccache', /c = [/; s/^cpp = \['ccache', /cpp = [/" "$work/cross/emulation.ini"
 cbuild=$work/build
@@ -145,8 +151,12 @@ quiet "$tmp/pip.log" "$tools/bin/python" -m pip install --disable-pip-version-ch
   --only-binary=:all: --platform manylinux_2_28_aarch64 --python-version 3.11 --implementation cp \
   --target "$site" "$wheel" || exit 1
 
+# CC for the tests that compile a C program against the library: Zig's cc
+# for aarch64 (with the DLPack header), a script the kernel runs natively.
+printf '#!/bin/sh\nexec "%s" -isystem "%s" "$@"\n' "$work/cross/aarch64-cc" "$work/cross/include" >"$tmp/cc-aarch64"
+chmod +x "$tmp/cc-aarch64"
 emulated() {  # emulated ARGS...: the arm64 root's python3 under qemu, seeing the installed wheel
-  env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 \
+  env -i PATH=/usr/bin:/bin HOME="$tmp" PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 CC="$tmp/cc-aarch64" \
     DLB_TEST_FAKE_CUDA="$cbuild/tests/cuda/libfake_cuda.so" DLB_SHARE_EXAMPLE="$cbuild/tests/share/share_tensor" \
     "$qemu" -L "$arm_root" "$arm_root/usr/bin/python3" "$@"
 }
