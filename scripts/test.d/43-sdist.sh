@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Stage: the Python package as an index ships it, and as users on any
 # machine install it.
-#   1. scripts/python-wheel: the sdist, the wheel built from the sdist in an
-#      isolated environment (pyproject.toml's build requirements, from the
-#      package index), `auditwheel repair` to a manylinux tag, `twine check`;
+#   1. scripts/python-wheel: the sdist, and from it the manylinux_2_28
+#      wheels for x86-64 and aarch64 (cross-built with Zig in an isolated
+#      environment with pyproject.toml's build requirements, from the package
+#      index), `auditwheel repair --plat manylinux_2_28_<arch>`, `twine check`;
 #   2. the artifacts checked: names, sizes and contents, the version
-#      (meson.build's) in both, and `auditwheel show`, whose verdict must
-#      be the tag the wheel carries;
+#      (meson.build's) in all three, `auditwheel show` of each wheel (its
+#      verdict no newer than manylinux_2_28 and of the wheel's architecture),
+#      and every binary in the wheels read with readelf: the libraries it
+#      needs (glibc's and the bundled libdlbridge only; no libstdc++ nor
+#      libc++) and its newest GLIBC_ symbol version (2.28 at most);
+#   2b. bad input: pip refuses each wheel where it does not fit, by its tag
+#      (the x86-64 wheel for manylinux2014 (glibc 2.17) and for aarch64, the
+#      aarch64 wheel on this machine) and takes the x86-64 one for
+#      manylinux_2_28_x86_64; the x86-64 wheel's package imports and copies
+#      (values checked) on an emulated CPU without AVX2 (qemu-x86_64 -cpu
+#      Nehalem, Debian's qemu-user-static), and on one with it (Haswell);
 #   3. the installation blocks of docs/python.md "From a wheel" and "From
 #      the sdist", run as written from a directory outside the repository
 #      (the sdist one builds the sdist again, isolated, with Debian's python3);
-#   4. the one wheel, installed with `pip install --no-index --no-deps` into
+#   4. the x86-64 wheel, installed with `pip install --no-index --no-deps` into
 #      a fresh venv of every CPython here (pyenv 3.10 to 3.13 and Debian's
 #      3.11), runs the Python suite (the folders of tests/python-suites.txt):
 #      on the pyenv interpreters the tests that need only the standard
@@ -58,28 +68,126 @@ fi
 [ $rc -eq 0 ] || exit 1
 sdist=$(echo "$artifacts" | sed -n 1p)
 wheel=$(echo "$artifacts" | sed -n 2p)
+wheel_arm=$(echo "$artifacts" | sed -n 3p)
 tools=$(bash "$root/scripts/build-tools-env" --path)
-for f in "$sdist" "$wheel"; do
+for f in "$sdist" "$wheel" "$wheel_arm"; do
   echo "  $(basename "$f")  $(stat -c %s "$f") bytes"
 done
-echo "  twine check: $(grep -c PASSED "$out/logs/twine.log") of 2 PASSED"
+echo "  twine check: $(grep -c PASSED "$out/logs/twine.log") of 3 PASSED"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlbridge-sdist.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 problem() { echo "43-sdist: $*" >&2; fail=1; }
 
-echo "== 43-sdist: auditwheel show"
-"$tools/bin/auditwheel" show "$wheel" >"$tmp/show.txt"
-sed 's/^/  /' "$tmp/show.txt"
-verdict=$(tr '\n' ' ' <"$tmp/show.txt" | sed -n 's/.*is consistent with the following platform tag: "\([^"]*\)".*/\1/p')
-name_tag=$(basename "$wheel" .whl | cut -d- -f5)
-[[ $verdict == manylinux_2_*_x86_64 ]] || problem "auditwheel names no manylinux tag for the wheel ('$verdict')"
-[ "$verdict" = "$name_tag" ] || problem "the wheel is tagged '$name_tag', auditwheel says '$verdict'"
-[ "$(basename "$wheel")" = "dlbridge-$version-cp310-abi3-$verdict.whl" ] \
-  || problem "the wheel is $(basename "$wheel"), not dlbridge-$version-cp310-abi3-$verdict.whl"
+for w in "$wheel" "$wheel_arm"; do
+  arch=$(basename "$w" .whl | sed 's/.*_2_28_//')
+  echo "== 43-sdist: auditwheel show $(basename "$w")"
+  "$tools/bin/auditwheel" show "$w" >"$tmp/show-$arch.txt"
+  sed 's/^/  /' "$tmp/show-$arch.txt"
+  verdict=$(tr '\n' ' ' <"$tmp/show-$arch.txt" | sed -n 's/.*is consistent with the following platform tag: "\([^"]*\)".*/\1/p')
+  name_tag=$(basename "$w" .whl | cut -d- -f5)
+  [ "$name_tag" = "manylinux_2_28_$arch" ] || problem "$(basename "$w") is tagged '$name_tag', not manylinux_2_28_$arch"
+  if [[ $verdict =~ ^manylinux_2_([0-9]+)_${arch}$ ]]; then
+    [ "${BASH_REMATCH[1]}" -le 28 ] || problem "auditwheel says $(basename "$w") needs $verdict, newer than manylinux_2_28"
+  else
+    problem "auditwheel names no manylinux tag of $arch for $(basename "$w") ('$verdict')"
+  fi
+  [ "$(basename "$w")" = "dlbridge-$version-cp310-abi3-manylinux_2_28_$arch.whl" ] \
+    || problem "the wheel is $(basename "$w"), not dlbridge-$version-cp310-abi3-manylinux_2_28_$arch.whl"
+done
+verdict=manylinux_2_28_x86_64
 [ "$(basename "$sdist")" = "dlbridge-$version.tar.gz" ] || problem "the sdist is $(basename "$sdist"), not dlbridge-$version.tar.gz"
 
+echo "== 43-sdist: what the wheels' binaries link (readelf)"
+for w in "$wheel" "$wheel_arm"; do
+  d=$tmp/elf-$(basename "$w" .whl)
+  mkdir -p "$d"
+  (cd "$d" && python3 -m zipfile -e "$w" .)
+  while read -r so; do
+    rel=${so#"$d"/}
+    needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+    newest=$(readelf -V --wide "$so" | grep -o 'GLIBC_[0-9][0-9.]*' | sort -u -V | tail -n 1)
+    echo "  $(basename "$w" .whl | sed 's/.*_2_28_//') $rel: newest $newest; needs $needed"
+    for n in $needed; do
+      case $n in
+        libc.so.6|libm.so.6|libpthread.so.0|libdl.so.2|librt.so.1|ld-linux-x86-64.so.2|ld-linux-aarch64.so.1|libdlbridge.so.0) ;;
+        *) problem "$rel in $(basename "$w") needs $n (not glibc's, not the bundled library)" ;;
+      esac
+    done
+    if readelf -V --wide "$so" | grep -qE 'GLIBCXX_|CXXABI_'; then
+      problem "$rel in $(basename "$w") needs libstdc++ symbol versions"
+    fi
+    if [ -n "$newest" ] && [ "$(printf '%s\n' GLIBC_2.28 "$newest" | sort -V | tail -n 1)" != GLIBC_2.28 ]; then
+      problem "$rel in $(basename "$w") uses $newest, newer than glibc 2.28"
+    fi
+  done < <(find "$d" -name '*.so*' -type f | sort)
+done
+
+echo "== 43-sdist: pip refuses a wheel where its tag does not fit"
+pip_target() {  # pip_target PLATFORM WHEEL: pip's verdict for that platform, installing into a scratch dir
+  rm -rf "$tmp/pip-target"
+  "$tools/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps --only-binary=:all: \
+    --python-version 3.10 --platform "$1" --target "$tmp/pip-target" "$2" 2>&1
+}
+for case in "manylinux2014_x86_64 $wheel refuse" "manylinux_2_27_x86_64 $wheel refuse" \
+            "manylinux_2_28_aarch64 $wheel refuse" "manylinux_2_28_x86_64 $wheel_arm refuse" \
+            "manylinux_2_28_x86_64 $wheel take" "manylinux_2_28_aarch64 $wheel_arm take"; do
+  read -r platform w want <<<"$case"
+  if said=$(pip_target "$platform" "$w"); then got=take; else got=refuse; fi
+  echo "  --platform $platform, $(basename "$w"): $got$( [ $got = refuse ] && echo ": $(grep -m1 ERROR <<<"$said")")"
+  [ "$got" = "$want" ] || { echo "$said" | tail -n 5 >&2; problem "pip should $want $(basename "$w") for $platform"; }
+  if [ "$got" = refuse ] && ! grep -q "is not a supported wheel on this platform" <<<"$said"; then
+    problem "pip refused $(basename "$w") for $platform, but not for its tag: $said"
+  fi
+done
+python3 -m venv "$tmp/venv-here"
+if said=$("$tmp/venv-here/bin/python" -m pip install --disable-pip-version-check --no-index --no-deps "$wheel_arm" 2>&1); then
+  problem "pip installed the aarch64 wheel on this x86-64 machine"
+else
+  echo "  this machine (x86-64), $(basename "$wheel_arm"): refuse: $(grep -m1 ERROR <<<"$said")"
+  grep -q "is not a supported wheel on this platform" <<<"$said" || problem "pip refused the aarch64 wheel, but not for its tag: $said"
+fi
+
+echo "== 43-sdist: the x86-64 wheel on a CPU without AVX2 (qemu-x86_64 -cpu Nehalem)"
+qemu=$(command -v qemu-x86_64-static || command -v qemu-x86_64 || true)
+if [ -z "$qemu" ]; then
+  problem "qemu-x86_64 is not installed (qemu-user-static, scripts/install-deps)"
+else
+  # pip installs the wheel into a folder; Debian's python3 (numpy 1.24)
+  # finds it through PYTHONPATH (under qemu-user a venv's interpreter does
+  # not find its pyvenv.cfg: /proc/self/exe is qemu).
+  "$tools/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --no-deps \
+    --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp \
+    --target "$tmp/site-nehalem" "$wheel"
+  for cpu in Nehalem Haswell; do
+    # qemu warns on stderr about CPU features TCG lacks; only stdout is the verdict.
+    if ! said=$(cd "$tmp" && env -u LD_LIBRARY_PATH PYTHONPATH="$tmp/site-nehalem" "$qemu" -cpu "$cpu" \
+                  /usr/bin/python3 - "$cpu" 2>"$tmp/qemu-$cpu.err" <<'PY'
+import os, sys
+import numpy as np
+import dlbridge, dlbridge._lib
+
+cpu = sys.argv[1]
+assert dlbridge._lib.path.startswith(os.environ["PYTHONPATH"] + os.sep), dlbridge._lib.path
+a = np.arange(300 * 200, dtype=np.float64).reshape(300, 200)
+for src in (a, a.T, a[::2, ::3]):
+    t = dlbridge.from_dlpack(src, copy=True)
+    got = np.from_dlpack(t)
+    assert got.shape == src.shape and np.array_equal(got, src), (cpu, src.strides)
+    assert got.ctypes.data != src.ctypes.data
+print("%s: dlbridge %s imported, 3 copies (contiguous, transposed, strided) equal"
+      % (cpu, dlbridge.__version__))
+PY
+    ); then
+      echo "$said" | tail -n 20 >&2
+      grep -v "TCG doesn't support requested feature" "$tmp/qemu-$cpu.err" | tail -n 20 >&2
+      problem "the x86-64 wheel failed under qemu-x86_64 -cpu $cpu"
+    else
+      echo "  $said"
+    fi
+  done
+fi
 echo "== 43-sdist: contents"
 "$debian_py" - "$wheel" "$sdist" "$version" "$verdict" <<'PY' || fail=1
 import sys, tarfile, zipfile

@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
