@@ -187,16 +187,18 @@ def _arm_exit_wait(_: Any = None) -> None:
     # with maxtasksperchild, a process that puts its result on a queue and
     # ends): its exit waits for them, after multiprocessing has flushed its
     # queues (their finalizers come first). A parent's receivers are its
-    # children, which multiprocessing has joined or terminated by then. Armed
-    # when the child starts (the after-fork hook, which multiprocessing runs
-    # under every start method), or at once in a child that imports dlbridge
-    # later: a finalizer added while multiprocessing runs them at exit would
-    # not run.
+    # children, which multiprocessing has joined or terminated by then.
+    # Armed when a fork or forkserver child starts (the after-fork hook), at
+    # import in a spawned child (which runs no after-fork hook, and imports
+    # dlbridge while it is still "inheriting", before it knows its parent),
+    # or at once in a child that imports dlbridge later: a finalizer added
+    # while multiprocessing runs them at exit would not run.
     global _exit_wait_armed
     from multiprocessing import process, util
 
     pid = os.getpid()
-    if _exit_wait_armed == pid or process.parent_process() is None:
+    child = process.parent_process() is not None or getattr(process.current_process(), "_inheriting", False)
+    if _exit_wait_armed == pid or not child:
         return
     _exit_wait_armed = pid
     util.Finalize(None, _await_receivers, exitpriority=-100)

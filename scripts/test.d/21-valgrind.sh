@@ -27,6 +27,9 @@ meson test -C "$build" --suite core --suite copy --suite reliability --print-err
 # that end by os._exit without finalizing, so memcheck counts the parent's
 # thread-held objects as lost in every child. The library's side of CUDA
 # sharing is leak-checked by the cuda suite under ASan+UBSan (LeakSanitizer).
+# The fork case of the padded-int4 Queue test is left out for the same
+# reason: its fork()ed child ends with the parent's thread-held exports
+# unreachable. The spawn case runs here; both run natively in 40-python.
 lib=$(ls "$build"/src/libdlbridge.so | head -n1)
 if [[ -d tests/python ]]; then
   stub=$(mktemp -d)
@@ -38,6 +41,7 @@ if [[ -d tests/python ]]; then
     "${vg[@]}" --suppressions="$supp" \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider -x tests/python -k "not torch" \
       --ignore=tests/python/test_torch.py --ignore=tests/python/test_properties.py \
-      --ignore=tests/python/test_cuda_share_fake.py
+      --ignore=tests/python/test_cuda_share_fake.py \
+      --deselect 'tests/python/test_routes_fixes.py::test_a_padded_tensor_over_64_kib_crosses_a_real_queue[fork]'
 fi
 echo "valgrind: no errors, nothing definitely lost"

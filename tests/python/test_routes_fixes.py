@@ -21,8 +21,11 @@ Every value is read from the tensor's own memory (raw_memory.raw_values).
 
 import gc
 import pickle
+import queue
 import socket
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -116,6 +119,11 @@ def test_a_padded_tensor_over_64_kib_crosses_a_real_queue(method):
 
     if method not in mp.get_all_start_methods():
         pytest.skip("no %s start method here" % method)
+    if method == "spawn":
+        # spawn runs sys.executable anew; where the system cannot start it
+        # (an emulated interpreter), this raises the system's own error at
+        # once instead of leaving a child that died before answering.
+        subprocess.run([sys.executable, "-c", ""], check=True)
     ctx = mp.get_context(method)
     n = 70000
     t = padded(n)
@@ -124,9 +132,16 @@ def test_a_padded_tensor_over_64_kib_crosses_a_real_queue(method):
     child.start()
     try:
         q_in.put(t)
-        dtype, values = q_out.get(timeout=90)  # before the fix: the item was dropped, and this hung
+        # before the fix the item was dropped and this waited for ever
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                dtype, values = q_out.get(timeout=1)
+                break
+            except queue.Empty:
+                assert child.is_alive(), "the child exited with %s before answering" % child.exitcode
+                assert time.monotonic() < deadline, "no answer in 90 s"
         assert dtype == "int4" and values == int4_values(n)
-        # the other way: a tensor the child sends back
     finally:
         child.join(timeout=30)
         if child.is_alive():

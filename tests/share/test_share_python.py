@@ -281,17 +281,23 @@ def test_pool_workers_that_end_after_each_task_deliver_every_tensor(method):
     del got
 
 
-def _put_and_end(q):
-    q.put(dlbridge.share(np.arange(BIG, dtype=np.float32)))  # and returns at once
+def _put_and_end(q, done):
+    q.put(dlbridge.share(np.arange(BIG, dtype=np.float32)))
+    done.set()  # and returns at once
 
 
-def test_a_process_that_puts_a_tensor_and_ends_delivers_it():
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_process_that_puts_a_tensor_and_ends_delivers_it(method):
+    # A spawned child runs no after-fork hooks: its exit wait is armed when
+    # it starts all the same (before, it exited at once and the ticket was
+    # refused as "it has exited").
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    p = ctx.Process(target=_put_and_end, args=(q,))
+    ctx = mp.get_context(method)
+    q, done = ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=_put_and_end, args=(q, done))
     p.start()
+    assert done.wait(60)
     time.sleep(0.5)  # the child has returned meanwhile, and waits to exit
     x = q.get(timeout=60)
     assert element(x, BIG - 1) == BIG - 1
