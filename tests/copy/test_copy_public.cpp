@@ -2,6 +2,7 @@
 #include <dlbridge/dlbridge.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -294,6 +295,119 @@ TEST(CopyPublic, LayoutOfPaddedSubByteElements) {
   EXPECT_EQ(dlb_layout_describe_flags(&t, DLB_BUFFER_READ_ONLY, &info), DLB_ERR_INVALID_ARGUMENT);
   ASSERT_EQ(dlb_layout_describe_flags(&t, 0, &info), DLB_OK);
   EXPECT_EQ(info.element_bits, 64u);
+}
+
+// DLB_COPY_FLAG_BYTE_STRIDES: strides in bytes that need not be multiples
+// of the element size, as a field of packed records has them.
+struct Records {  // n records of 5 bytes: an int32 field, then an int8 one
+  std::vector<unsigned char> bytes;
+  explicit Records(std::size_t n, bool swapped = false) : bytes(5 * n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t v = static_cast<std::uint32_t>(1000 + 3 * i);
+      if (swapped) v = __builtin_bswap32(v);
+      std::memcpy(&bytes[5 * i], &v, 4);
+      bytes[5 * i + 4] = static_cast<unsigned char>(i);
+    }
+  }
+  static std::int32_t value(std::size_t i) { return static_cast<std::int32_t>(1000 + 3 * i); }
+};
+
+constexpr std::uint32_t kBytes = DLB_COPY_FLAG_BYTE_STRIDES;
+
+TEST(CopyPublic, ByteStridesCopyAFieldOfRecords) {
+  Records r(12);
+  std::int64_t shape[1] = {12};
+  std::int64_t strides[1] = {5};
+  DLTensor t = view_of(r.bytes.data(), 1, shape, strides, kI32);
+  std::int32_t out[12] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_OK) << last_message();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out[i], Records::value(i)) << i;
+  // As 3 x 4 records, transposed (strides 5 and 20 bytes), from the last
+  // record backwards (a negative byte stride and a byte offset).
+  std::int64_t shape2[2] = {4, 3};
+  std::int64_t strides2[2] = {5, 20};
+  t = view_of(r.bytes.data(), 2, shape2, strides2, kI32);
+  std::int32_t out2[12] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out2, sizeof(out2), kBytes), DLB_OK) << last_message();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(out2[i * 3 + j], Records::value(j * 4 + i)) << i << "," << j;
+  std::int64_t back[1] = {-5};
+  t = view_of(r.bytes.data(), 1, shape, back, kI32, 5 * 11);
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_OK) << last_message();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(out[i], Records::value(11 - i)) << i;
+  // The int8 field (offset 4), and a 0-d view of one record's int32.
+  t = view_of(r.bytes.data(), 1, shape, strides, DLDataType{kDLInt, 8, 1}, 4);
+  std::int8_t small[12] = {};
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, small, sizeof(small), kBytes), DLB_OK) << last_message();
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(small[i], i);
+  t = view_of(r.bytes.data(), 0, nullptr, nullptr, kI32, 5 * 7);
+  std::int32_t one = 0;
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, &one, sizeof(one), kBytes), DLB_OK) << last_message();
+  EXPECT_EQ(one, Records::value(7));
+}
+
+TEST(CopyPublic, ByteStridesWithSwappedBytesAndAcrossThreads) {
+  // A million records: a copy large enough for the copy threads, its
+  // field stored in the other byte order.
+  const std::size_t n = std::size_t{1} << 20;
+  Records r(n, true);
+  std::int64_t shape[1] = {static_cast<std::int64_t>(n)};
+  std::int64_t strides[1] = {5};
+  const DLTensor t = view_of(r.bytes.data(), 1, shape, strides, kI32);
+  std::vector<std::int32_t> out(n, -1);
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t, out.data(), 4 * n, kBytes | DLB_COPY_FLAG_SWAP_BYTES), DLB_OK)
+      << last_message();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += out[i] != Records::value(i);
+  EXPECT_EQ(wrong, 0u);
+  // The same as a 1024 x 1024 view, rows 5 KiB apart.
+  std::int64_t shape2[2] = {1024, 1024};
+  std::int64_t strides2[2] = {5 * 1024, 5};
+  const DLTensor t2 = view_of(r.bytes.data(), 2, shape2, strides2, kI32);
+  std::fill(out.begin(), out.end(), -1);
+  wrong = 0;
+  ASSERT_EQ(dlb_copy_to_contiguous_flags(&t2, out.data(), 4 * n, kBytes | DLB_COPY_FLAG_SWAP_BYTES), DLB_OK)
+      << last_message();
+  for (std::size_t i = 0; i < n; ++i) wrong += out[i] != Records::value(i);
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST(CopyPublic, ByteStridesRefuseWhatTheyCannotCopy) {
+  Records r(4);
+  std::int64_t shape[1] = {4};
+  std::int64_t strides[1] = {5};
+  std::int32_t out[4] = {};
+  DLTensor t = view_of(r.bytes.data(), 1, shape, strides, DLDataType{kDLInt, 4, 1});
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_UNSUPPORTED_LAYOUT);
+  EXPECT_NE(last_message().find("whole bytes"), std::string::npos) << last_message();
+  t.dtype = DLDataType{kDLFloat, 24, 1};  // no such float
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_UNSUPPORTED_DTYPE);
+  t.dtype = kI32;
+  t.ndim = DLB_MAX_NDIM;
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_INVALID_ARGUMENT);
+  t.ndim = -1;
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_INVALID_ARGUMENT);
+  t.ndim = 1;
+  t.shape = nullptr;
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("shape is NULL"), std::string::npos) << last_message();
+  t.shape = shape;
+  t.strides = nullptr;
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_message().find("strides is NULL"), std::string::npos) << last_message();
+  t.strides = strides;
+  t.device = DLDevice{kDLCUDA, 0};
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_UNSUPPORTED_DEVICE);
+  t.device = DLDevice{kDLCPU, 0};
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out) - 1, kBytes), DLB_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, nullptr, sizeof(out), kBytes), DLB_ERR_INVALID_ARGUMENT);
+  std::int64_t huge[1] = {INT64_MAX / 2};
+  t.shape = huge;  // x 4 bytes each: more than 64 bits can count
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, out, sizeof(out), kBytes), DLB_ERR_OVERFLOW);
+  // No elements: nothing to copy, and a NULL dst is fine.
+  std::int64_t none[1] = {0};
+  t.shape = none;
+  EXPECT_EQ(dlb_copy_to_contiguous_flags(&t, nullptr, 0, kBytes), DLB_OK) << last_message();
 }
 
 }  // namespace
