@@ -431,20 +431,30 @@ static napi_value js_import(napi_env env, napi_callback_info info) {
   return new_buffer(env, b);
 }
 
+/* A ticket argument: a Uint8Array (or a Buffer), its bytes lent for the
+ * call. Throws a TypeError and returns false for anything else. */
+static bool ticket_arg(napi_env env, napi_value v, void** data, size_t* length) {
+  bool is_ta = false;
+  napi_typedarray_type type = napi_int8_array;
+  if (napi_is_typedarray(env, v, &is_ta) != napi_ok ||
+      (is_ta && napi_get_typedarray_info(env, v, &type, length, data, NULL, NULL) != napi_ok)) {
+    throw_napi(env);
+    return false;
+  }
+  if (!is_ta || type != napi_uint8_array) {
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "a ticket is a Uint8Array (or a Buffer)");
+    return false;
+  }
+  return true;
+}
+
 /* openTicket(bytes) */
 static napi_value js_open_ticket(napi_env env, napi_callback_info info) {
   napi_value a[1];
-  bool is_ta = false;
   if (!args(env, info, 1, a)) return NULL;
-  napi_is_typedarray(env, a[0], &is_ta);
-  napi_typedarray_type type = napi_int8_array;
   size_t length = 0;
   void* data = NULL;
-  if (is_ta) CALL(env, napi_get_typedarray_info(env, a[0], &type, &length, &data, NULL, NULL));
-  if (!is_ta || type != napi_uint8_array) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "a ticket is a Uint8Array (or a Buffer)");
-    return NULL;
-  }
+  if (!ticket_arg(env, a[0], &data, &length)) return NULL;
   dlb_buffer* b = NULL;
   dlb_status s = dlb_share_ticket_open(data, length, 0, &b);
   return s == DLB_OK ? new_buffer(env, b) : throw_status(env, s);
@@ -496,17 +506,10 @@ static void open_complete(napi_env env, napi_status status, void* data) {
 
 static napi_value js_open_ticket_async(napi_env env, napi_callback_info info) {
   napi_value a[1], promise, name;
-  bool is_ta = false;
   if (!args(env, info, 1, a)) return NULL;
-  napi_is_typedarray(env, a[0], &is_ta);
-  napi_typedarray_type type = napi_int8_array;
   size_t length = 0;
   void* data = NULL;
-  if (is_ta) CALL(env, napi_get_typedarray_info(env, a[0], &type, &length, &data, NULL, NULL));
-  if (!is_ta || type != napi_uint8_array) {
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "a ticket is a Uint8Array (or a Buffer)");
-    return NULL;
-  }
+  if (!ticket_arg(env, a[0], &data, &length)) return NULL;
   open_work* w = calloc(1, sizeof *w);
   if (w) w->ticket = malloc(length ? length : 1);
   if (!w || !w->ticket) {
