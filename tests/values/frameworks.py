@@ -326,6 +326,8 @@ def negates(got, expected):
     a, b = got.array(), expected.array()
     if got.dtype == "bfloat16":  # the top half of a float32
         a, b = [(x.astype(np.uint32) << 16).view(np.float32) for x in (a, b)]
+    if got.dtype == "complex32":  # pairs of float16
+        a, b = a.view(np.float16), b.view(np.float16)
     if got.dtype.startswith(("int", "uint")):
         return bool(np.array_equal(-a, b))
     return bool(np.array_equal(-a, b, equal_nan=True))
@@ -420,6 +422,10 @@ class DlbridgeFW(Framework):
 
 
 _TORCH_BITS = {8: "uint8", 16: "int16", 32: "int32", 64: "int64"}
+# the oracle's names of torch's dtypes where they differ: float4_e2m1fn_x2,
+# two float4 in a byte, exported as float4_e2m1fn of 2 lanes
+_TORCH_NAMES = {"float4_e2m1fnx2": "float4_e2m1fn_x2"}
+_ORACLE_NAMES = {v: k for k, v in _TORCH_NAMES.items()}
 
 
 class TorchFW(Framework):
@@ -429,15 +435,17 @@ class TorchFW(Framework):
     def dtypes(self):
         import torch
 
-        return [d for d in ["bool"] + oracle.INTEGERS + ["float16", "bfloat16", "float32", "float64",
+        return [d for d in ["bool"] + oracle.INTEGERS + ["float16", "bfloat16", "float32", "float64", "complex32",
                                                            "complex64", "complex128"] + oracle.FLOAT8
-                if hasattr(torch, d) and isinstance(getattr(torch, d), torch.dtype)]
+                + ["float4_e2m1fnx2"]
+                if isinstance(getattr(torch, _TORCH_NAMES.get(d, d), None), torch.dtype)]
 
     def has_layout(self, layout, dtype):
         if layout in ("conj", "conj().imag", "conj slice"):
             return dtype.startswith("complex")
         if layout == "neg":
-            return dtype.startswith(("int", "float", "complex", "bfloat")) and dtype not in oracle.FLOAT8
+            return (dtype.startswith(("int", "float", "complex", "bfloat")) and dtype not in oracle.FLOAT8
+                    and dtype not in oracle.LANED)
         return layout not in ("unaligned", "reversed")
 
     def make(self, arr, dtype):
@@ -447,7 +455,8 @@ class TorchFW(Framework):
         if arr.dtype.kind == "u" and arr.itemsize > 1:
             arr = arr.view("i%d" % arr.itemsize)  # torch 1.13 takes no numpy uint16 and wider
         t = torch.from_numpy(arr)
-        return t if t.dtype == getattr(torch, dtype) else t.view(getattr(torch, dtype))
+        tdt = getattr(torch, _TORCH_NAMES.get(dtype, dtype))
+        return t if t.dtype == tdt else t.view(tdt)
 
     def op(self, x, op):
         import torch
@@ -465,7 +474,8 @@ class TorchFW(Framework):
         if op[0] == "narrow":
             return x.narrow(op[1], op[2], op[3])
         if op[0] == "requires_grad":
-            if not (x.is_floating_point() or x.is_complex()) or self.dtype_name(x) in oracle.FLOAT8:
+            if (not (x.is_floating_point() or x.is_complex()) or self.dtype_name(x) in oracle.FLOAT8
+                    or self.dtype_name(x) in oracle.LANED):
                 raise NotApplicable("only floating tensors require grad")
             return x.detach().clone().requires_grad_(True)
         if op[0] == "index" and any(isinstance(k, slice) and (k.step or 1) < 0 for k in op[1]):
@@ -482,13 +492,19 @@ class TorchFW(Framework):
         return x.contiguous()
 
     def dtype_name(self, x):
-        return str(x.dtype).replace("torch.", "")
+        name = str(x.dtype).replace("torch.", "")
+        return _ORACLE_NAMES.get(name, name)
 
     def own(self, x):
         import torch
 
         name = self.dtype_name(x)
+        if name in oracle.LANED:  # its raw bytes (torch has no arithmetic on them)
+            return Values.of_array(x.detach().view(torch.uint8).contiguous().numpy(), name)
         r = x.detach().resolve_conj().resolve_neg().contiguous()
+        if name == "complex32":  # pairs of float16, each element's 4 bytes as one
+            pairs = torch.view_as_real(r).contiguous().numpy()
+            return Values.of_array(pairs.view(np.uint32).reshape(pairs.shape[:-1]), name)
         if name in oracle.NUMPY_DTYPES and name not in ("uint16", "uint32", "uint64"):
             return Values.of_array(r.numpy(), name)
         return Values.of_array(r.view(getattr(torch, _TORCH_BITS[BITS[name]])).numpy(), name)
