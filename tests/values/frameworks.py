@@ -68,6 +68,19 @@ TORCH_STATES = [
     ("conj slice", (4, 6), [("conj",), ("index", (slice(1, None), slice(None, None, 2)))]),
 ]
 
+# pyarrow arrays with a validity bitmap: nulls at 1 and 4 of 7 over the
+# values stored beneath them (what a reader past validity would see), a
+# slice that keeps nulls (the bitmap at an offset), a slice between them
+# (a bitmap, no null), every element null. pyarrow's own __dlpack__ refuses
+# nulls; what its __array__ makes of them (NaN for floats, float64 for
+# integers, objects for bool) is its own values
+PYARROW_NULLS = [
+    ("nulls", (7,), [("nulls", (1, 4))]),
+    ("nulls offset", (7,), [("nulls", (1, 4)), ("index", (slice(1, None),))]),
+    ("nulls sliced off", (7,), [("nulls", (1, 4)), ("index", (slice(2, 4),))]),
+    ("all null", (7,), [("nulls", tuple(range(7)))]),
+]
+
 
 def _seed(*parts):
     return zlib.crc32(" ".join(str(p) for p in parts).encode())
@@ -78,6 +91,7 @@ def named_cases(fw):
     fw has them)."""
     cases = []
     layouts = NAMED_LAYOUTS + (TORCH_STATES + TORCH_VIEWS if fw.name == "torch" else [])
+    layouts += PYARROW_NULLS if fw.name == "pyarrow" else []
     for dtype in fw.dtypes():
         orders = ["=", ">"] if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES else ["="]
         for order in orders:
@@ -675,14 +689,14 @@ class PaddleFW(Framework):
 
 class PyarrowFW(Framework):
     """pyarrow arrays: one-dimensional; the named layouts 1-d, offset (a
-    slice) and zero-size."""
+    slice) and zero-size, and the layouts with nulls (PYARROW_NULLS)."""
 
     name, module = "pyarrow", "pyarrow"
     consumes = False
     DTYPES = ["bool"] + oracle.INTEGERS + ["float16", "float32", "float64"]
 
     def has_layout(self, layout, dtype):
-        return layout in ("1-d", "offset", "zero-size")
+        return layout in ("1-d", "offset", "zero-size") + tuple(name for name, _s, _o in PYARROW_NULLS)
 
     def make(self, arr, dtype):
         import pyarrow as pa
@@ -690,6 +704,14 @@ class PyarrowFW(Framework):
         return pa.array(np.ascontiguousarray(arr).ravel())
 
     def op(self, x, op):
+        if op[0] == "nulls":
+            # the same buffers, with a validity bitmap that makes op[1] null
+            import pyarrow as pa
+
+            valid = np.ones(len(x), bool)
+            valid[list(op[1])] = False
+            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+            return pa.Array.from_buffers(x.type, len(x), [bitmap] + x.buffers()[1:], offset=x.offset)
         if op[0] == "index" and len(op[1]) == 1 and op[1][0].step is None:
             s = op[1][0]
             start = s.start or 0
@@ -698,9 +720,18 @@ class PyarrowFW(Framework):
         raise NotApplicable("a pyarrow array is one-dimensional and contiguous")
 
     def own(self, x):
-        return Values.of_array(np.array(x.to_numpy(zero_copy_only=False), copy=True))
+        arr = np.array(x.to_numpy(zero_copy_only=False), copy=True)
+        if arr.dtype == object:  # a bool array with nulls: True, None, False; no tensor holds them
+            return Values("objects (bool with nulls)", arr.shape, b"")
+        return Values.of_array(arr)
 
     def span(self, x):
+        if x.null_count:  # its __dlpack__ refuses: the span of its values buffer
+            if len(x) == 0 or x.type.bit_width % 8:
+                return None
+            item = x.type.bit_width // 8
+            data = x.buffers()[1].address + x.offset * item
+            return (data, data + len(x) * item)
         return generic_span(x)
 
 
