@@ -86,6 +86,17 @@ def _seed(*parts):
     return zlib.crc32(" ".join(str(p) for p in parts).encode())
 
 
+def orders_of(fw, dtype):
+    """The byte orders of fw's cases of dtype: big-endian too where fw has
+    byte orders (numpy), for every dtype of more than a byte and every
+    ml_dtypes dtype: numpy calls a one-byte ml_dtypes dtype with '>'
+    non-native (its own bool, int8 and uint8 have no byte order: '>' is
+    a no-op for them, and they have none)."""
+    if not fw.byte_orders or (BITS[dtype] <= 8 and dtype in oracle.NUMPY_DTYPES):
+        return ["="]
+    return ["=", ">"]
+
+
 def named_cases(fw):
     """Every dtype of fw with every named layout (and both byte orders where
     fw has them)."""
@@ -93,8 +104,7 @@ def named_cases(fw):
     layouts = NAMED_LAYOUTS + (TORCH_STATES + TORCH_VIEWS if fw.name == "torch" else [])
     layouts += PYARROW_NULLS if fw.name == "pyarrow" else []
     for dtype in fw.dtypes():
-        orders = ["=", ">"] if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES else ["="]
-        for order in orders:
+        for order in orders_of(fw, dtype):
             for layout, shape, ops in layouts:
                 if not fw.has_layout(layout, dtype):
                     continue
@@ -113,9 +123,8 @@ def draw_case(d, fw):
     """A random case: dtype, byte order, 0 to 4 dimensions of 0 to 5,
     sliced with steps (negative too), permuted, broadcast, values."""
     dtype = d.sampled_from(fw.dtypes())
-    order = "="
-    if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES:
-        order = d.sampled_from(["=", ">"])
+    orders = orders_of(fw, dtype)
+    order = d.sampled_from(orders) if len(orders) > 1 else "="
     ndim = d.integers(0, 4)
     shape = [d.integers(0, 5) for _ in range(ndim)]
     ops, names = [], []
