@@ -68,9 +68,33 @@ TORCH_STATES = [
     ("conj slice", (4, 6), [("conj",), ("index", (slice(1, None), slice(None, None, 2)))]),
 ]
 
+# pyarrow arrays with a validity bitmap: nulls at 1 and 4 of 7 over the
+# values stored beneath them (what a reader past validity would see), a
+# slice that keeps nulls (the bitmap at an offset), a slice between them
+# (a bitmap, no null), every element null. pyarrow's own __dlpack__ refuses
+# nulls; what its __array__ makes of them (NaN for floats, float64 for
+# integers, objects for bool) is its own values
+PYARROW_NULLS = [
+    ("nulls", (7,), [("nulls", (1, 4))]),
+    ("nulls offset", (7,), [("nulls", (1, 4)), ("index", (slice(1, None),))]),
+    ("nulls sliced off", (7,), [("nulls", (1, 4)), ("index", (slice(2, 4),))]),
+    ("all null", (7,), [("nulls", tuple(range(7)))]),
+]
+
 
 def _seed(*parts):
     return zlib.crc32(" ".join(str(p) for p in parts).encode())
+
+
+def orders_of(fw, dtype):
+    """The byte orders of fw's cases of dtype: big-endian too where fw has
+    byte orders (numpy), for every dtype of more than a byte and every
+    ml_dtypes dtype: numpy calls a one-byte ml_dtypes dtype with '>'
+    non-native (its own bool, int8 and uint8 have no byte order: '>' is
+    a no-op for them, and they have none)."""
+    if not fw.byte_orders or (BITS[dtype] <= 8 and dtype in oracle.NUMPY_DTYPES):
+        return ["="]
+    return ["=", ">"]
 
 
 def named_cases(fw):
@@ -78,9 +102,9 @@ def named_cases(fw):
     fw has them)."""
     cases = []
     layouts = NAMED_LAYOUTS + (TORCH_STATES + TORCH_VIEWS if fw.name == "torch" else [])
+    layouts += PYARROW_NULLS if fw.name == "pyarrow" else []
     for dtype in fw.dtypes():
-        orders = ["=", ">"] if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES else ["="]
-        for order in orders:
+        for order in orders_of(fw, dtype):
             for layout, shape, ops in layouts:
                 if not fw.has_layout(layout, dtype):
                     continue
@@ -99,9 +123,8 @@ def draw_case(d, fw):
     """A random case: dtype, byte order, 0 to 4 dimensions of 0 to 5,
     sliced with steps (negative too), permuted, broadcast, values."""
     dtype = d.sampled_from(fw.dtypes())
-    order = "="
-    if fw.byte_orders and BITS[dtype] > 8 and dtype in oracle.NUMPY_DTYPES:
-        order = d.sampled_from(["=", ">"])
+    orders = orders_of(fw, dtype)
+    order = d.sampled_from(orders) if len(orders) > 1 else "="
     ndim = d.integers(0, 4)
     shape = [d.integers(0, 5) for _ in range(ndim)]
     ops, names = [], []
@@ -326,6 +349,8 @@ def negates(got, expected):
     a, b = got.array(), expected.array()
     if got.dtype == "bfloat16":  # the top half of a float32
         a, b = [(x.astype(np.uint32) << 16).view(np.float32) for x in (a, b)]
+    if got.dtype == "complex32":  # pairs of float16
+        a, b = a.view(np.float16), b.view(np.float16)
     if got.dtype.startswith(("int", "uint")):
         return bool(np.array_equal(-a, b))
     return bool(np.array_equal(-a, b, equal_nan=True))
@@ -420,6 +445,10 @@ class DlbridgeFW(Framework):
 
 
 _TORCH_BITS = {8: "uint8", 16: "int16", 32: "int32", 64: "int64"}
+# the oracle's names of torch's dtypes where they differ: float4_e2m1fn_x2,
+# two float4 in a byte, exported as float4_e2m1fn of 2 lanes
+_TORCH_NAMES = {"float4_e2m1fnx2": "float4_e2m1fn_x2"}
+_ORACLE_NAMES = {v: k for k, v in _TORCH_NAMES.items()}
 
 
 class TorchFW(Framework):
@@ -429,15 +458,17 @@ class TorchFW(Framework):
     def dtypes(self):
         import torch
 
-        return [d for d in ["bool"] + oracle.INTEGERS + ["float16", "bfloat16", "float32", "float64",
+        return [d for d in ["bool"] + oracle.INTEGERS + ["float16", "bfloat16", "float32", "float64", "complex32",
                                                            "complex64", "complex128"] + oracle.FLOAT8
-                if hasattr(torch, d) and isinstance(getattr(torch, d), torch.dtype)]
+                + ["float4_e2m1fnx2"]
+                if isinstance(getattr(torch, _TORCH_NAMES.get(d, d), None), torch.dtype)]
 
     def has_layout(self, layout, dtype):
         if layout in ("conj", "conj().imag", "conj slice"):
             return dtype.startswith("complex")
         if layout == "neg":
-            return dtype.startswith(("int", "float", "complex", "bfloat")) and dtype not in oracle.FLOAT8
+            return (dtype.startswith(("int", "float", "complex", "bfloat")) and dtype not in oracle.FLOAT8
+                    and dtype not in oracle.LANED)
         return layout not in ("unaligned", "reversed")
 
     def make(self, arr, dtype):
@@ -447,7 +478,8 @@ class TorchFW(Framework):
         if arr.dtype.kind == "u" and arr.itemsize > 1:
             arr = arr.view("i%d" % arr.itemsize)  # torch 1.13 takes no numpy uint16 and wider
         t = torch.from_numpy(arr)
-        return t if t.dtype == getattr(torch, dtype) else t.view(getattr(torch, dtype))
+        tdt = getattr(torch, _TORCH_NAMES.get(dtype, dtype))
+        return t if t.dtype == tdt else t.view(tdt)
 
     def op(self, x, op):
         import torch
@@ -465,7 +497,8 @@ class TorchFW(Framework):
         if op[0] == "narrow":
             return x.narrow(op[1], op[2], op[3])
         if op[0] == "requires_grad":
-            if not (x.is_floating_point() or x.is_complex()) or self.dtype_name(x) in oracle.FLOAT8:
+            if (not (x.is_floating_point() or x.is_complex()) or self.dtype_name(x) in oracle.FLOAT8
+                    or self.dtype_name(x) in oracle.LANED):
                 raise NotApplicable("only floating tensors require grad")
             return x.detach().clone().requires_grad_(True)
         if op[0] == "index" and any(isinstance(k, slice) and (k.step or 1) < 0 for k in op[1]):
@@ -482,13 +515,19 @@ class TorchFW(Framework):
         return x.contiguous()
 
     def dtype_name(self, x):
-        return str(x.dtype).replace("torch.", "")
+        name = str(x.dtype).replace("torch.", "")
+        return _ORACLE_NAMES.get(name, name)
 
     def own(self, x):
         import torch
 
         name = self.dtype_name(x)
+        if name in oracle.LANED:  # its raw bytes (torch has no arithmetic on them)
+            return Values.of_array(x.detach().view(torch.uint8).contiguous().numpy(), name)
         r = x.detach().resolve_conj().resolve_neg().contiguous()
+        if name == "complex32":  # pairs of float16, each element's 4 bytes as one
+            pairs = torch.view_as_real(r).contiguous().numpy()
+            return Values.of_array(pairs.view(np.uint32).reshape(pairs.shape[:-1]), name)
         if name in oracle.NUMPY_DTYPES and name not in ("uint16", "uint32", "uint64"):
             return Values.of_array(r.numpy(), name)
         return Values.of_array(r.view(getattr(torch, _TORCH_BITS[BITS[name]])).numpy(), name)
@@ -659,14 +698,14 @@ class PaddleFW(Framework):
 
 class PyarrowFW(Framework):
     """pyarrow arrays: one-dimensional; the named layouts 1-d, offset (a
-    slice) and zero-size."""
+    slice) and zero-size, and the layouts with nulls (PYARROW_NULLS)."""
 
     name, module = "pyarrow", "pyarrow"
     consumes = False
     DTYPES = ["bool"] + oracle.INTEGERS + ["float16", "float32", "float64"]
 
     def has_layout(self, layout, dtype):
-        return layout in ("1-d", "offset", "zero-size")
+        return layout in ("1-d", "offset", "zero-size") + tuple(name for name, _s, _o in PYARROW_NULLS)
 
     def make(self, arr, dtype):
         import pyarrow as pa
@@ -674,6 +713,14 @@ class PyarrowFW(Framework):
         return pa.array(np.ascontiguousarray(arr).ravel())
 
     def op(self, x, op):
+        if op[0] == "nulls":
+            # the same buffers, with a validity bitmap that makes op[1] null
+            import pyarrow as pa
+
+            valid = np.ones(len(x), bool)
+            valid[list(op[1])] = False
+            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+            return pa.Array.from_buffers(x.type, len(x), [bitmap] + x.buffers()[1:], offset=x.offset)
         if op[0] == "index" and len(op[1]) == 1 and op[1][0].step is None:
             s = op[1][0]
             start = s.start or 0
@@ -682,9 +729,18 @@ class PyarrowFW(Framework):
         raise NotApplicable("a pyarrow array is one-dimensional and contiguous")
 
     def own(self, x):
-        return Values.of_array(np.array(x.to_numpy(zero_copy_only=False), copy=True))
+        arr = np.array(x.to_numpy(zero_copy_only=False), copy=True)
+        if arr.dtype == object:  # a bool array with nulls: True, None, False; no tensor holds them
+            return Values("objects (bool with nulls)", arr.shape, b"")
+        return Values.of_array(arr)
 
     def span(self, x):
+        if x.null_count:  # its __dlpack__ refuses: the span of its values buffer
+            if len(x) == 0 or x.type.bit_width % 8:
+                return None
+            item = x.type.bit_width // 8
+            data = x.buffers()[1].address + x.offset * item
+            return (data, data + len(x) * item)
         return generic_span(x)
 
 

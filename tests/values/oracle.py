@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # ------------------------------------------------------------------ dtypes
 
 # dtype name (dlbridge's, numpy's and ml_dtypes' names agree) -> bits
-BITS = {"bool": 8, "bfloat16": 16, "float16": 16, "float32": 32, "float64": 64,
+BITS = {"bool": 8, "bfloat16": 16, "float16": 16, "float32": 32, "float64": 64, "complex32": 32,
         "complex64": 64, "complex128": 128, "float4_e2m1fn": 4, "float6_e2m3fn": 6, "float6_e3m2fn": 6}
 for _w in (8, 16, 32, 64):
     BITS["int%d" % _w] = BITS["uint%d" % _w] = _w
@@ -55,6 +55,11 @@ FLOAT8 = ["float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "
 for _n in FLOAT8:
     BITS[_n] = 8
 SUBBYTE = [n for n, b in BITS.items() if b < 8]
+# dtypes of several lanes (torch's float4_e2m1fn_x2: two float4 in a byte,
+# exported as code 17, 4 bits, 2 lanes): name -> (the lane's dtype, lanes);
+# an element is all its lanes' bits, read as one
+LANED = {"float4_e2m1fnx2": ("float4_e2m1fn", 2)}
+BITS.update({n: BITS[base] * lanes for n, (base, lanes) in LANED.items()})
 
 INTEGERS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOATS = ["float16", "float32", "float64"]
@@ -68,7 +73,9 @@ _CODES.update({n: 7 + i for i, n in enumerate(FLOAT8)})
 
 
 def dl_dtype(name):
-    """(code, bits) of a dtype name."""
+    """(code, bits) of a dtype name (of one lane)."""
+    if name in LANED:
+        raise KeyError("%s has %d lanes" % (name, LANED[name][1]))
     if name in _CODES:
         return _CODES[name], BITS[name]
     for prefix, code in (("uint", 1), ("int", 0), ("float", 2), ("complex", 5)):
@@ -291,9 +298,12 @@ def capsule_tensor(capsule):
 
 def dltensor_dtype(t):
     """The dtype name of a DLTensor (ctypes struct)."""
-    code, bits = t.dtype.code, t.dtype.bits
-    if t.dtype.lanes != 1:
-        raise NotApplicable("%d lanes" % t.dtype.lanes)
+    code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+    if lanes != 1:
+        for name, (base, n) in LANED.items():
+            if n == lanes and dl_dtype(base) == (code, bits):
+                return name
+        raise NotApplicable("%d lanes" % lanes)
     for name in BITS:
         try:
             if dl_dtype(name) == (code, bits):

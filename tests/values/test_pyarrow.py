@@ -15,3 +15,31 @@ def test_named_case(case):
 @frameworks.property_test(FW, examples=30)
 def test_random_case(case):
     frameworks.check_case(FW, case)
+
+
+@pytest.mark.parametrize("type_", ["int32", "uint8", "bool", "float16", "float32", "float64"])
+def test_nulls_are_refused_by_name_or_copied_as_pyarrow_gives_them(type_):
+    """An array with a null over a stored value (7): every entry point
+    refuses naming a dlbridge status, or copies what pyarrow's own
+    __array__ makes of it (NaN at the null), never the stored value."""
+    import dlbridge
+    import numpy as np
+    import pyarrow as pa
+
+    full = pa.array(np.array([1, 7, 0], dtype=type_))
+    x = pa.Array.from_buffers(full.type, 3, [pa.py_buffer(bytes([0b101]))] + full.buffers()[1:])
+    assert x.null_count == 1 and full[1].as_py()  # 7, or True
+    for how, take in [("from_dlpack", lambda: dlbridge.from_dlpack(x)),
+                      ("copy=True", lambda: dlbridge.from_dlpack(x, copy=True)),
+                      ("copy=False", lambda: dlbridge.from_dlpack(x, copy=False)),
+                      ("device=(1, 0)", lambda: dlbridge.from_dlpack(x, device=(1, 0))),
+                      ("share", lambda: dlbridge.share(x))]:
+        try:
+            t = take()
+        except BufferError as e:
+            assert "DLB_ERR_" in str(e), (how, str(e))
+            continue
+        got = np.from_dlpack(t)
+        assert got.dtype.kind == "f", (how, got.dtype)
+        assert got[0] == 1 and got[2] == 0 and np.isnan(got[1]), (how, got)
+        del t, got

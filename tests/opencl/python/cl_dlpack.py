@@ -135,14 +135,21 @@ class ClArray:
     """A view (shape, strides in elements, offset in elements) of a float64
     pyopencl Buffer, exported through DLPack. `handle` overrides the cl_mem
     handle handed out (the tests pass a released one), `device_id` the
-    device."""
+    device. `dtype` is a numpy dtype, or "int4" / "uint4": sub-byte
+    elements, packed two to a byte (the offset an even count), or with
+    `padded` one to a byte (a versioned capsule's SUBBYTE_PADDED flag)."""
 
-    def __init__(self, buffer, shape, strides=None, offset=0, dtype=np.float64, handle=None, device_id=None):
+    def __init__(self, buffer, shape, strides=None, offset=0, dtype=np.float64, handle=None, device_id=None,
+                 padded=False):
         self.buffer = buffer
         self.shape = tuple(shape)
         self.strides = None if strides is None else tuple(strides)
         self.offset = offset
-        self.dtype = np.dtype(dtype)
+        self.subbyte = dtype if dtype in ("int4", "uint4") else None
+        self.padded = padded
+        if self.subbyte is not None and not padded and offset % 2:
+            raise ValueError("packed 4-bit elements start on a byte: an even offset")
+        self.dtype = np.dtype(np.uint8 if self.subbyte else dtype)
         self.handle = buffer.int_ptr if handle is None else handle
         self.device_id = device_index(buffer.context.devices[0]) if device_id is None else device_id
         self.deleted = 0
@@ -164,14 +171,21 @@ class ClArray:
         tensor.data = self.handle
         tensor.device = DLDevice(kDLOpenCL, self.device_id)
         tensor.ndim = ndim
-        kind = {"f": 2, "i": 0, "u": 1, "c": 5, "b": 6}[self.dtype.kind]
-        tensor.dtype = DLDataType(kind, self.dtype.itemsize * 8, 1)
+        if self.subbyte is not None:
+            tensor.dtype = DLDataType(0 if self.subbyte == "int4" else 1, 4, 1)
+            tensor.byte_offset = self.offset if self.padded else self.offset // 2
+        else:
+            kind = {"f": 2, "i": 0, "u": 1, "c": 5, "b": 6}[self.dtype.kind]
+            tensor.dtype = DLDataType(kind, self.dtype.itemsize * 8, 1)
+            tensor.byte_offset = self.offset * self.dtype.itemsize
         tensor.shape = shape
         tensor.strides = strides
-        tensor.byte_offset = self.offset * self.dtype.itemsize
+        if self.padded and not versioned:
+            raise BufferError("a legacy capsule cannot say its sub-byte elements are padded")
         if versioned:
             managed = DLManagedTensorVersioned()
             managed.version = DLPackVersion(1, 1)
+            managed.flags = 4 if self.padded else 0  # DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
             managed.deleter = _versioned_deleter
             managed.dl_tensor = tensor
             name = CAPSULE_VERSIONED

@@ -267,3 +267,96 @@ def test_values_of_every_dtype_in_every_layout_reach_the_host(ctx, queue, dtype)
         del t, host, got
         gc.collect()
         assert x.deleted == x.exported == 1, (dtype, name)
+
+
+def _nibbles(raw, count, padded, signed):
+    """The first `count` 4-bit elements of bytes `raw` (packed: element i in
+    bits 4 (i % 2) of byte i // 2; padded: the low bits of byte i), as int8."""
+    raw = np.frombuffer(raw, np.uint8)
+    v = (raw[:count] if padded else (raw[np.arange(count) // 2] >> (4 * (np.arange(count) % 2)))) & 0xF
+    return np.where(signed & (v >= 8), v.astype(np.int16) - 16, v).astype(np.int8)
+
+
+def _host_values(t, padded):
+    """A host tensor's 4-bit values, read from its memory (data_ptr,
+    shape, strides), as int8."""
+    import ctypes
+
+    shape, strides = tuple(t.shape), tuple(t.strides)
+    count = int(np.prod(shape)) if shape else 1
+    if count == 0:
+        return np.zeros(shape, np.int8)
+    offsets = np.zeros((), np.int64)
+    for n, s in zip(shape, strides):
+        offsets = offsets[..., None] + np.arange(n, dtype=np.int64) * s
+    offsets = offsets.reshape(-1)
+    assert offsets.min() >= 0
+    span = int(offsets.max()) + 1
+    raw = ctypes.string_at(t.data_ptr, span if padded else (span + 1) // 2)
+    every = _nibbles(raw, span, padded, t.dtype == "int4")
+    return every[offsets].reshape(shape)
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["packed", "padded"])
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_values_of_4_bit_dtypes_packed_and_padded_reach_the_host(ctx, queue, dtype, padded):
+    """The value oracle over OpenCL for int4 and uint4, two to a byte
+    (packed) or one (padded, SUBBYTE_PADDED): in each layout of LAYOUTS
+    (packed: its offset made even, so that element 0 starts on a byte),
+    taken in zero-copy, then copied to the host with the values the driver
+    holds (enqueue_copy of the whole buffer, each element read from its
+    bits), or refused by name: a packed view must come in, and copy when
+    it is compact; copy=False to the host is refused by name, and every
+    deleter runs."""
+    import ctypes
+
+    from dlbridge._cdef import library_path
+
+    lib = ctypes.CDLL(library_path())
+    lib.dlb_buffer_flags.restype, lib.dlb_buffer_flags.argtypes = ctypes.c_uint64, [ctypes.c_void_p]
+    signed = dtype == "int4"
+    rng = np.random.default_rng(sum(map(ord, dtype)) + padded)
+    nibbles = rng.integers(0, 16, 240).astype(np.uint8)
+    if padded:  # one to a byte; a signed element sign-extended, as ml_dtypes writes them
+        stored = np.where(signed & (nibbles >= 8), nibbles | 0xF0, nibbles).astype(np.uint8)
+    else:
+        stored = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size=stored.nbytes)
+    cl.enqueue_copy(queue, buf, stored, is_blocking=True)
+    whole = np.empty(stored.nbytes, np.uint8)
+    cl.enqueue_copy(queue, whole, buf, is_blocking=True)
+    held = _nibbles(whole.tobytes(), 240, padded, signed)  # what the driver holds, element by element
+    outcomes = {}
+    for name, shape, strides, offset in LAYOUTS:
+        offset = offset if padded else offset + offset % 2
+        x = ClArray(buf, shape, strides, offset, dtype=dtype, padded=padded)
+        try:
+            t = dlbridge.from_dlpack(x)
+        except BufferError as e:  # the OpenCL backend takes no padded elements in
+            assert "DLB_ERR_" in str(e) and padded, (dtype, name, str(e))
+            outcomes[name] = "refused at import"
+            gc.collect()
+            assert x.deleted == x.exported == 1, (dtype, name)
+            continue
+        assert t.dtype == dtype and t.shape == shape, name
+        compact = list(strides) == [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+        try:
+            host = dlbridge.from_dlpack(t, device=(1, 0))
+        except BufferError as e:
+            assert "DLB_ERR_" in str(e), (dtype, name, str(e))
+            assert padded or not compact, (dtype, name, "a compact packed view must copy", str(e))
+            outcomes[name] = "refused"
+        else:
+            assert host.copied and host.device == (1, 0) and host.dtype == dtype, name
+            host_padded = bool(lib.dlb_buffer_flags(host._handle) & 4)
+            index = offset + sum(np.arange(n).reshape((-1,) + (1,) * (len(shape) - 1 - i)) * s
+                                 for i, (n, s) in enumerate(zip(shape, strides)))
+            np.testing.assert_array_equal(_host_values(host, host_padded), held[index], err_msg=(dtype, name))
+            outcomes[name] = "copied"
+            del host
+        with pytest.raises(BufferError, match="DLB_ERR_NOT_ZERO_COPY"):
+            dlbridge.from_dlpack(t, device=(1, 0), copy=False)
+        del t
+        gc.collect()
+        assert x.deleted == x.exported == 1, (dtype, name)
+    assert padded or outcomes["compact"] == "copied"
