@@ -145,8 +145,12 @@ static int buffer_of(PyObject* obj, dlb_buffer** out, int* swapped) {
   }  /* GCOVR_EXCL_STOP */
   if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) != 0) {
     free(view);
-    /* TypeError: the object has no buffer protocol; say so as the library would. */
-    if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+    /* TypeError: the object has no buffer protocol; ValueError or
+     * BufferError: its exporter refused this view (numpy: "cannot include
+     * dtype 'E' in a buffer" for a dtype the protocol has no letter for).
+     * Said as the library would, with the exporter's words. */
+    if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError) ||
+        PyErr_ExceptionMatches(PyExc_BufferError)) {
       PyObject *type, *value, *trace;
       PyErr_Fetch(&type, &value, &trace);
       PyObject* text = value != NULL ? PyObject_Str(value) : NULL;

@@ -80,7 +80,8 @@ static int xapi_to_py_object(DLManagedTensorVersioned* tensor, void** out_py_obj
  * the tensor lives. A DLTensor has no flags, so read-only tensors are
  * refused rather than shown as writable, and padded sub-byte tensors rather
  * than shown as packed (a consumer would read other values); a backend
- * buffer has no host address to show. */
+ * buffer has no host address to show. Each refusal is a BufferError that
+ * starts with the status name, as the library's own are. */
 static int xapi_dltensor_from_py_object(void* py_object, DLTensor* out) {
   if (py_object == NULL || out == NULL) {
     PyErr_SetString(PyExc_ValueError, "dlbridge exchange table: py_object and out must not be NULL");
@@ -91,20 +92,20 @@ static int xapi_dltensor_from_py_object(void* py_object, DLTensor* out) {
   const uint64_t flags = dlb_buffer_flags(buffer);
   if (flags & DLB_BUFFER_READ_ONLY) {
     PyErr_SetString(PyExc_BufferError,
-                    "the tensor is read-only and a DLTensor view cannot say so; take it with "
+                    "DLB_ERR_READ_ONLY: the tensor is read-only and a DLTensor view cannot say so; take it with "
                     "managed_tensor_from_py_object_no_sync, which sets READ_ONLY");
     return -1;
   }
   if (flags & DLB_BUFFER_SUBBYTE_PADDED) {
     PyErr_SetString(PyExc_BufferError,
-                    "the tensor's sub-byte elements are padded to a byte each and a DLTensor view "
-                    "cannot say so (it would read as packed); take it with "
+                    "DLB_ERR_UNSUPPORTED_LAYOUT: the tensor's sub-byte elements are padded to a byte each "
+                    "and a DLTensor view cannot say so (it would read as packed); take it with "
                     "managed_tensor_from_py_object_no_sync, which sets IS_SUBBYTE_TYPE_PADDED");
     return -1;
   }
   if (flags & DLB_BUFFER_BACKEND) {
     PyErr_SetString(PyExc_BufferError,
-                    "the tensor lives on a backend without a view to lend; take it with "
+                    "DLB_ERR_NOT_ZERO_COPY: the tensor lives on a backend without a view to lend; take it with "
                     "managed_tensor_from_py_object_no_sync, which copies it to the host");
     return -1;
   }

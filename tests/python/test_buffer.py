@@ -142,6 +142,12 @@ def test_refused_formats_and_layouts():
     with pytest.raises(dlbridge.Error) as info:
         dlbridge.from_buffer(np.zeros(2, dtype=np.longdouble))
     assert info.value.status_name == "DLB_ERR_UNSUPPORTED_DTYPE"
+    # The exporter itself refuses the view (numpy has no buffer letter for
+    # datetime64; before, its ValueError came through unnamed).
+    with pytest.raises(dlbridge.Error) as info:
+        dlbridge.from_buffer(np.zeros(2, dtype="M8[s]"))
+    assert info.value.status_name == "DLB_ERR_INVALID_ARGUMENT"
+    assert "cannot include dtype" in str(info.value), info.value
 
 
 def test_failed_wrap_releases_the_buffer_export():

@@ -15,7 +15,8 @@ A route may refuse, and it may copy; it must never hand over other values.
 overlaps the producer's), "copied", "refused" (it raised), "wrong" (other
 values, another dtype or shape, or a copy asked for and the producer's
 memory handed back), or "n/a" (the case cannot be made). A wrong result,
-and a refusal where a route must work, is a problem: the tests fail on it.
+a refusal where a route must work, and a refusal through dlbridge that does
+not name the library's status is a problem: the tests fail on it.
 Every outcome is counted in ``TALLY``, which tests/values/conftest.py writes
 out for scripts/test.d/47-values.sh.
 
@@ -110,6 +111,16 @@ class PeerFault(Exception):
 
 
 # ------------------------------------------------------------------ values
+
+
+def named_refusal(e):
+    """A refusal by dlbridge names the library's status: a dlbridge.Error,
+    or an exception of the exchange table's whose text starts with it.
+    (A route into another framework, "-> x", refuses in that framework's
+    words.)"""
+    import dlbridge
+
+    return isinstance(e, dlbridge.Error) or str(e).startswith("DLB_ERR_")
 
 
 class Values(collections.namedtuple("Values", "dtype shape data")):
@@ -767,6 +778,9 @@ class Checker:
                 return None
             self.tally.add(route, "refused")
             self.tally.errors[(route, type(e).__name__)] += 1
+            if not route.startswith("-> ") and not named_refusal(e):
+                self.problems.append("%s: refused without a status name: %s: %s"
+                                     % (route, type(e).__name__, " ".join(str(e).split())[:300]))
             if must_work:
                 self.problems.append("%s: refused where it must work: %s: %s"
                                      % (route, type(e).__name__, " ".join(str(e).split())[:300]))
