@@ -335,6 +335,7 @@ def case_kill_issuers():
             os.kill(pid, signal.SIGKILL)
             _exit_status(pid)
         del kept
+    u = None  # the last tensor received (the loop's variable) is let go too
     after = settled()
     facts = "%d issuers killed; %d tensors received, %d unreceived (issuer gone)" % (rounds, got, unreceived)
     return report("kill-issuers", before, after, facts, ["%d wrong outcomes" % bad] if bad else ())
