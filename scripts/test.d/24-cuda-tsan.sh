@@ -16,7 +16,7 @@ if [[ ! -f $dir/build.ninja ]]; then
 fi
 # A build without the CUDA backend (-Dcuda=disabled) has no CUDA tests: a
 # skip. Any other build error is a failure.
-if ! meson introspect --targets "$dir" | grep -q '"name": "test_cuda"'; then
+if ! meson introspect --targets "$dir" | grep '"name": "test_cuda"' >/dev/null; then
   echo "24-cuda-tsan: skipped: $dir has no CUDA tests (configured with -Dcuda=disabled)"
   exit 77
 fi

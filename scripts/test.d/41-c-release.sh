@@ -80,7 +80,7 @@ grep -q ' T dlb_export_versioned$' <<<"$archive_symbols" || problem "libdlbridge
 echo "  libdlbridge.so.0 $(stat -L -c %s "$lib/libdlbridge.so.0") bytes ($(nm -D --defined-only "$lib/libdlbridge.so.0" | grep -c ' dlb_') dlb_ symbols), libdlbridge.a $(stat -c %s "$lib/libdlbridge.a") bytes"
 grep -q '^Libs.private:.*-lstdc++' "$lib/pkgconfig/dlbridge.pc" || problem "dlbridge.pc names no C++ runtime in Libs.private"
 
-needs_libdlbridge() { readelf -d "$1" | grep -q 'NEEDED.*libdlbridge'; }
+needs_libdlbridge() { readelf -d "$1" | grep 'NEEDED.*libdlbridge' >/dev/null; }
 consumer=$root/tests/consumers/consumer.c
 
 step "CMake: dlbridge::dlbridge_static and dlbridge::dlbridge"

@@ -115,7 +115,7 @@ for w in "$wheel" "$wheel_arm"; do
         *) problem "$rel in $(basename "$w") needs $n (not glibc's, not the bundled library)" ;;
       esac
     done
-    if readelf -V --wide "$so" | grep -qE 'GLIBCXX_|CXXABI_'; then
+    if readelf -V --wide "$so" | grep -E 'GLIBCXX_|CXXABI_' >/dev/null; then
       problem "$rel in $(basename "$w") needs libstdc++ symbol versions"
     fi
     if [ -n "$newest" ] && [ "$(printf '%s\n' GLIBC_2.28 "$newest" | sort -V | tail -n 1)" != GLIBC_2.28 ]; then

@@ -117,6 +117,6 @@ if ! diff -u "$work/expected" "$work/got"; then
   echo "57-go: the consumer's output differs from docs/go.md's" >&2
   exit 1
 fi
-LD_LIBRARY_PATH=$libdir ldd ./consumer | grep -q "$libdir/libdlbridge.so" || { echo "57-go: the consumer did not load the installed library" >&2; exit 1; }
+LD_LIBRARY_PATH=$libdir ldd ./consumer | grep "$libdir/libdlbridge.so" >/dev/null || { echo "57-go: the consumer did not load the installed library" >&2; exit 1; }
 
 echo "57-go: OK"

@@ -47,9 +47,13 @@ JAVA_HOME=$DLB_JDK22 DLBRIDGE_BUILD=$build \
   MAVEN_OPTS="-Dmaven.repo.local=$DLB_M2 -Ddlbridge.python=${DLB_TEST_PYTHON:-/usr/bin/python3}" \
   bash -euo pipefail -c "$line"
 jar=$root/bindings/java/target/dlbridge-0.1.0.jar
-unzip -l "$jar" | grep -q ' linux-x86-64/libdlbridge.so$' || { echo "58-java: the jar has no linux-x86-64/libdlbridge.so" >&2; exit 1; }
-unzip -l "$jar" | grep -q ' META-INF/versions/22/org/dlbridge/Lib.class$' || { echo "58-java: the jar has no FFM classes" >&2; exit 1; }
-unzip -p "$jar" META-INF/MANIFEST.MF | grep -q '^Automatic-Module-Name: org.dlbridge' || { echo "58-java: no Automatic-Module-Name" >&2; exit 1; }
+# Listed once, then searched: `unzip | grep -q` under pipefail fails when
+# grep stops reading before unzip has written everything (SIGPIPE).
+listing=$(unzip -l "$jar")
+manifest=$(unzip -p "$jar" META-INF/MANIFEST.MF)
+grep -q ' linux-x86-64/libdlbridge.so$' <<<"$listing" || { echo "58-java: the jar has no linux-x86-64/libdlbridge.so" >&2; exit 1; }
+grep -q ' META-INF/versions/22/org/dlbridge/Lib.class$' <<<"$listing" || { echo "58-java: the jar has no FFM classes" >&2; exit 1; }
+grep -q '^Automatic-Module-Name: org.dlbridge' <<<"$manifest" || { echo "58-java: no Automatic-Module-Name" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

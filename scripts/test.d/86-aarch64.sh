@@ -104,7 +104,7 @@ ccache -z >/dev/null 2>&1 || true
 # shellcheck disable=SC2086
 quiet "$work/ninja.log" "$zig_bin/ninja" -C "$cbuild" -j2 $targets || exit 1
 echo "  built $(echo "$targets" | wc -w) targets; ccache: $(ccache -s 2>/dev/null | grep -E 'Hits|Misses' | tr -s ' ' | tr '\n' ';' || echo none)"
-readelf -h "$cbuild/src/libdlbridge.so.0.1.0" | grep -q 'AArch64' || problem "the cross-built library is not AArch64"
+readelf -h "$cbuild/src/libdlbridge.so.0.1.0" | grep 'AArch64' >/dev/null || problem "the cross-built library is not AArch64"
 
 step "meson test --suite core --suite copy, under qemu-aarch64"
 # One test of the copy suite expects the x86 streaming-store split
@@ -124,7 +124,7 @@ fi
 step "libdlbridge.a for aarch64: a C program linked statically, run under qemu"
 if quiet "$work/consumer.log" "$work/cross/aarch64-cc" -std=c99 -O1 -I"$root/include" -isystem "$work/cross/include" \
      -o "$tmp/consumer" "$root/tests/consumers/consumer.c" "$cbuild/src/libdlbridge.a" -lc++ -lpthread -ldl; then
-  if readelf -d "$tmp/consumer" | grep -q 'NEEDED.*libdlbridge'; then
+  if readelf -d "$tmp/consumer" | grep 'NEEDED.*libdlbridge' >/dev/null; then
     problem "the static consumer needs libdlbridge.so"
   elif "$qemu" -L "$arm_root" "$tmp/consumer"; then
     echo "  consumer.c with libdlbridge.a (aarch64): ran, $(stat -c %s "$tmp/consumer") bytes"
