@@ -86,15 +86,26 @@ test('openTicket waits for its issuer off the event loop', async () => {
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const ticket = Buffer.from((await lines.next()).value.trim(), 'hex');
   // The issuer stopped: its ticket server cannot answer until it resumes.
+  // kill() returns before every thread of the child has stopped: wait until
+  // the kernel says it is stopped (state T), or the open may be answered.
   child.kill('SIGSTOP');
+  const state = () => fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+  for (let i = 0; i < 500 && state() !== 'T'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   let settled = false;
-  const opening = dlb.DlbBuffer.openTicket(ticket).finally(() => { settled = true; });
-  let ticks = 0;
-  const timer = setInterval(() => { ticks++; }, 10);
-  await new Promise((resolve) => setTimeout(resolve, 600));
-  clearInterval(timer);
-  assert.ok(ticks >= 5, `the event loop ran on while the open waited (${ticks} ticks)`);
-  assert.equal(settled, false, 'the open is still waiting for the stopped issuer');
+  let opening;
+  try {
+    assert.equal(state(), 'T', 'the issuer stopped');
+    opening = dlb.DlbBuffer.openTicket(ticket).finally(() => { settled = true; });
+    let ticks = 0;
+    const timer = setInterval(() => { ticks++; }, 10);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    clearInterval(timer);
+    assert.ok(ticks >= 5, `the event loop ran on while the open waited (${ticks} ticks)`);
+    assert.equal(settled, false, 'the open is still waiting for the stopped issuer');
+  } catch (e) {
+    child.kill('SIGKILL'); // never leave a stopped child behind a failure
+    throw e;
+  }
   child.kill('SIGCONT');
   const b = await opening;
   assert.deepEqual(Array.from(b.typedArray()), [0, 1, 2, 3, 4, 5, 6, 7], 'the issuer\'s memory, once it answered');
