@@ -269,6 +269,9 @@ def test_values_of_every_dtype_in_every_layout_reach_the_host(ctx, queue, dtype)
         assert x.deleted == x.exported == 1, (dtype, name)
 
 
+DLB_BUFFER_SUBBYTE_PADDED = 1 << 2  # include/dlbridge/buffer.h
+
+
 def _nibbles(raw, count, padded, signed):
     """The first `count` 4-bit elements of bytes `raw` (packed: element i in
     bits 4 (i % 2) of byte i // 2; padded: the low bits of byte i), as int8."""
@@ -348,7 +351,7 @@ def test_values_of_4_bit_dtypes_packed_and_padded_reach_the_host(ctx, queue, dty
             outcomes[name] = "refused"
         else:
             assert host.copied and host.device == (1, 0) and host.dtype == dtype, name
-            host_padded = bool(lib.dlb_buffer_flags(host._handle) & 4)
+            host_padded = bool(lib.dlb_buffer_flags(host._handle) & DLB_BUFFER_SUBBYTE_PADDED)
             index = offset + sum(np.arange(n).reshape((-1,) + (1,) * (len(shape) - 1 - i)) * s
                                  for i, (n, s) in enumerate(zip(shape, strides)))
             np.testing.assert_array_equal(_host_values(host, host_padded), held[index], err_msg=(dtype, name))
