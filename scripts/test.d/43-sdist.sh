@@ -10,7 +10,8 @@
 #      verdict no newer than manylinux_2_28 and of the wheel's architecture),
 #      and every binary in the wheels read with readelf: the libraries it
 #      needs (glibc's and the bundled libdlbridge only; no libstdc++ nor
-#      libc++) and its newest GLIBC_ symbol version (2.28 at most);
+#      libc++), its newest GLIBC_ symbol version (2.28 at most), and that
+#      libdlbridge takes memcpy, memmove and memset from glibc;
 #   2b. bad input: pip refuses each wheel where it does not fit, by its tag
 #      (the x86-64 wheel for manylinux2014 (glibc 2.17) and for aarch64, the
 #      aarch64 wheel on this machine) and takes the x86-64 one for
@@ -121,6 +122,18 @@ for w in "$wheel" "$wheel_arm"; do
     if [ -n "$newest" ] && [ "$(printf '%s\n' GLIBC_2.28 "$newest" | sort -V | tail -n 1)" != GLIBC_2.28 ]; then
       problem "$rel in $(basename "$w") uses $newest, newer than glibc 2.28"
     fi
+    # The copy engine's memcpy, memmove and memset are the C library's
+    # (tuned for the CPU at run time), never a compiler runtime's copy
+    # bound inside the library (Zig's compiler_rt has its own, weak and
+    # hidden, linked in whenever something else of it is needed).
+    case $rel in
+      *libdlbridge.so*)
+        undefined=$(nm -D --undefined-only "$so" | awk '{print $2}' | sed 's/@.*//')
+        for f in memcpy memmove memset; do
+          grep -qx "$f" <<<"$undefined" || problem "$rel in $(basename "$w") does not take $f from the C library"
+        done
+        ;;
+    esac
   done < <(find "$d" -name '*.so*' -type f | sort)
 done
 

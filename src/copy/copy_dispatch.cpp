@@ -7,9 +7,32 @@
 
 #include "copy_kernels.hpp"
 
+#if defined(DLB_COPY_AVX2)
+#include <cpuid.h>
+#endif
+
 namespace dlb {
 namespace copy_detail {
 namespace {
+
+#if defined(DLB_COPY_AVX2)
+// Whether the CPU has AVX2 and the system saves the YMM registers, read
+// with CPUID and XGETBV here rather than with __builtin_cpu_supports: that
+// builtin needs the compiler's runtime (__cpu_model), and a library built
+// with Zig for the manylinux wheels then links Zig's compiler_rt, whose
+// memcpy, memmove and memset take the place of the C library's (measured:
+// the byte-swapping copy of 128 MiB 1.27x slower; bench/README.md).
+bool cpu_has_avx2() noexcept {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  if ((c & bit_OSXSAVE) == 0 || (c & bit_AVX) == 0) return false;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0x6u) != 0x6u) return false;  // the XMM and YMM states
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return (b & bit_AVX2) != 0;
+}
+#endif
 
 // The widest kernels the CPU runs, capped by DLB_COPY_ISA when it names a
 // lower level (scalar, sse2, avx2; anything else is ignored).
@@ -18,8 +41,7 @@ int detect_isa() noexcept {
 #if defined(DLB_COPY_SSE2)
   best = kCopyIsaSse2;
 #if defined(DLB_COPY_AVX2)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) best = kCopyIsaAvx2;
+  if (cpu_has_avx2()) best = kCopyIsaAvx2;
 #endif
 #endif
   if (const char* v = std::getenv("DLB_COPY_ISA"); v != nullptr) {
