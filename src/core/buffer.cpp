@@ -104,7 +104,7 @@ dlb_buffer* buffer_create(const DLTensor& view, const LayoutInfo& info, const St
   } else if (pooled) {
     size = header_size(kPooledNdim);
     mem = cache_take(BlockClass::buffer, size);
-    if (mem == nullptr) mem = mem_alloc(size);
+    if (mem == nullptr) mem = mem_alloc(cached_block_bytes(size));
   } else {
     mem = mem_alloc(size);
   }

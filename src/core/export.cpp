@@ -58,7 +58,8 @@ ExportBlock* take_block(std::int32_t ndim) noexcept {
       return b;
     }
   }
-  void* mem = mem_alloc(block_size(capacity));
+  // Room for the cache's link: any block of kCachedNdim may go to a cache.
+  void* mem = mem_alloc(cached_block_bytes(block_size(capacity)));
   if (mem == nullptr) {
     set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating an export of %d dimensions", ndim);
     return nullptr;

@@ -60,19 +60,6 @@ inline void mark_taken(void* block, std::size_t size) noexcept {
   (void)size;
 }
 
-// Bytes of a cached block written before it was cached, readable again
-// with their contents (a free-list link).
-inline void mark_defined(void* block, std::size_t size) noexcept {
-#if defined(DLB_ASAN)
-  ASAN_UNPOISON_MEMORY_REGION(block, size);
-#endif
-#if defined(DLB_VALGRIND)
-  if (__builtin_expect(g_under_valgrind, 0)) (void)VALGRIND_MAKE_MEM_DEFINED(block, size);
-#endif
-  (void)block;
-  (void)size;
-}
-
 }  // namespace dlb
 
 #endif

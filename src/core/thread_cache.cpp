@@ -16,19 +16,16 @@ namespace {
 // (poison.hpp).
 constexpr int kCacheLimit = 32;
 
-// Reads a cached block's link, which mark_cached made inaccessible (the
-// link's bytes are ours and were written before: valgrind sees them as
-// defined again).
-inline void* read_link(void* block) noexcept {
-  mark_defined(block, sizeof(void*));
+// A cached block's link to the next: in the block's allocation, after its
+// `size` bytes (cached_block_bytes), never poisoned.
+inline void* read_link(void* block, std::size_t size) noexcept {
   void* next;
-  std::memcpy(&next, block, sizeof next);
+  std::memcpy(&next, static_cast<unsigned char*>(block) + size, sizeof next);
   return next;
 }
-
-struct FreeBlock {
-  FreeBlock* next;
-};
+inline void write_link(void* block, std::size_t size, void* next) noexcept {
+  std::memcpy(static_cast<unsigned char*>(block) + size, &next, sizeof next);
+}
 
 // One per thread that ever exported or deleted; linked into a global list
 // so that live_total() can sum them. Only its own thread writes `live`.
@@ -47,20 +44,21 @@ std::atomic<std::int64_t> g_retired{0};
 // Trivially destructible: valid for the whole life of the thread, also
 // while other thread_local destructors run.
 struct ThreadState {
-  FreeBlock* heads[kBlockClasses];
+  void* heads[kBlockClasses];
   int counts[kBlockClasses];
+  std::uint32_t sizes[kBlockClasses];  // each class's block size, where its link is
   LiveSlot* slot;
   bool gone;
 };
-// Initial-exec TLS: one instruction to reach, and small enough (40 bytes)
+// Initial-exec TLS: one instruction to reach, and small enough (48 bytes)
 // for the static TLS space glibc keeps for libraries loaded with dlopen.
 thread_local ThreadState tl_state __attribute__((tls_model("initial-exec"))) = {
-    {nullptr, nullptr}, {0, 0}, nullptr, false};
+    {nullptr, nullptr}, {0, 0}, {0, 0}, nullptr, false};
 
 void drain(ThreadState& s) noexcept {
   for (int c = 0; c < kBlockClasses; ++c) {
     while (s.heads[c] != nullptr) {
-      FreeBlock* next = static_cast<FreeBlock*>(read_link(s.heads[c]));
+      void* next = read_link(s.heads[c], s.sizes[c]);
       mem_free(s.heads[c]);
       s.heads[c] = next;
     }
@@ -112,9 +110,9 @@ inline bool thread_ready(ThreadState& s) noexcept { return s.slot != nullptr || 
 void* cache_take(BlockClass cls, std::size_t size) noexcept {
   ThreadState& s = tl_state;
   const int c = static_cast<int>(cls);
-  FreeBlock* b = s.heads[c];
+  void* b = s.heads[c];
   if (b == nullptr) return nullptr;
-  s.heads[c] = static_cast<FreeBlock*>(read_link(b));
+  s.heads[c] = read_link(b, size);
   --s.counts[c];
   mark_taken(b, size);
   return b;
@@ -124,11 +122,11 @@ bool cache_give(BlockClass cls, void* block, std::size_t size) noexcept {
   ThreadState& s = tl_state;
   const int c = static_cast<int>(cls);
   if (s.counts[c] >= kCacheLimit || !thread_ready(s)) return false;
-  FreeBlock* b = static_cast<FreeBlock*>(block);
-  b->next = s.heads[c];
-  s.heads[c] = b;
+  write_link(block, size, s.heads[c]);
+  s.heads[c] = block;
+  s.sizes[c] = static_cast<std::uint32_t>(size);
   ++s.counts[c];
-  mark_cached(b, size);
+  mark_cached(block, size);
   return true;
 }
 

@@ -13,12 +13,21 @@ namespace dlb {
 enum class BlockClass : int { export_block = 0, buffer = 1 };
 constexpr int kBlockClasses = 2;
 
+// The bytes to allocate for a block of a cached class whose own bytes are
+// `size`: after them, the free-list link while the block is cached. The
+// link stays outside the bytes poisoned for AddressSanitizer, since
+// LeakSanitizer reads no pointer kept in poisoned memory and would report
+// every block behind the first as leaked (libFuzzer's check after each
+// input, a user's __lsan_do_recoverable_leak_check).
+constexpr std::size_t cached_block_bytes(std::size_t size) noexcept { return size + sizeof(void*); }
+
 // A cached block of `cls`, or nullptr when this thread has none (the caller
-// then allocates one of the class's size with mem_alloc). `size` is the
-// class's block size: the block's bytes are made addressable again for
+// then allocates one with mem_alloc(cached_block_bytes(size))). `size` is
+// the class's block size: the block's bytes are made addressable again for
 // AddressSanitizer and valgrind, which see cached blocks as freed.
 void* cache_take(BlockClass cls, std::size_t size) noexcept;
-// Keeps a block of `cls` (of `size` bytes) for reuse on this thread,
+// Keeps a block of `cls` (of `size` bytes, allocated with
+// cached_block_bytes(size)) for reuse on this thread,
 // whichever thread took it. Returns false when the block was not kept
 // (cache full, or the thread is exiting): the caller frees it. A kept
 // block is poisoned for AddressSanitizer and marked inaccessible for
