@@ -42,12 +42,15 @@ for entry in sigbus:50 kill-receivers:40 kill-issuers:40 pool-terminate-fork:40 
   case_=${entry%%:*}
   limit=${entry##*:}
   t0=$SECONDS
-  PYTHONPATH=$pkg DLB_FAULT_USER=$user timeout --kill-after=5 "$limit" "$py" tests/share/share_faults.py "$case_"
+  # Past its limit a case gets SIGABRT, on which Python's faulthandler
+  # prints every thread's stack: a hang names where it waited.
+  PYTHONFAULTHANDLER=1 PYTHONPATH=$pkg DLB_FAULT_USER=$user timeout -s ABRT --kill-after=5 "$limit" \
+    "$py" tests/share/share_faults.py "$case_"
   rc=$?
   case $rc in
     0) passed=$((passed + 1)) ;;
     77) skipped=$((skipped + 1)) ;;
-    124|137) echo "$case_: FAIL: hung (past its $limit s)"; failed=$((failed + 1)) ;;
+    124|137) echo "$case_: FAIL: hung (past its $limit s; the stacks above)"; failed=$((failed + 1)) ;;
     *) [ $rc -gt 128 ] && echo "$case_: FAIL: died of signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null))"
        failed=$((failed + 1)) ;;
   esac
