@@ -20,8 +20,8 @@ namespace {
 // with CPUID and XGETBV here rather than with __builtin_cpu_supports: that
 // builtin needs the compiler's runtime (__cpu_model), and a library built
 // with Zig for the manylinux wheels then links Zig's compiler_rt, whose
-// memcpy, memmove and memset take the place of the C library's (measured:
-// the byte-swapping copy of 128 MiB 1.27x slower; bench/README.md).
+// memcpy, memmove and memset take the place of the C library's (slower
+// copies; bench/README.md, "Wheels").
 bool cpu_has_avx2() noexcept {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;

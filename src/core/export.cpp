@@ -58,7 +58,8 @@ ExportBlock* take_block(std::int32_t ndim) noexcept {
       return b;
     }
   }
-  // Room for the cache's link: any block of kCachedNdim may go to a cache.
+  // Room for the cache's link (only blocks of kCachedNdim go to a cache;
+  // the larger ones carry the 8 bytes unused).
   void* mem = mem_alloc(cached_block_bytes(block_size(capacity)));
   if (mem == nullptr) {
     set_error(DLB_ERR_OUT_OF_MEMORY, "out of memory allocating an export of %d dimensions", ndim);
